@@ -1,0 +1,29 @@
+# -*- Python -*-
+# lit configuration of the msac regression tests (test/).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "MSAC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.msac_obj_root, "test")
+# Unit/ has its own lit.site.cfg.py and becomes its own suite (GoogleTest);
+# Inputs/ holds data, not tests.
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%msac_src_root", config.msac_src_root))
+config.substitutions.append(("%msac_obj_root", config.msac_obj_root))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+# Fail on a FileCheck variable used outside its CHECK-LABEL block.
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+
+tool_dirs = [config.msac_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions([ToolSubst("msac-opt")], tool_dirs)
