@@ -3,8 +3,9 @@
 #
 # Runs scripts/setup.sh, then the main job. Until the end-to-end compiler
 # lands (checkpoint -> artifact -> msac-run), the main job shows the
-# compiler that exists: it runs the msa/bsq reference pipeline on a
-# MiniMax-M3 MSA layer and lists the msac passes and pipelines.
+# compiler that exists: it writes a tiny synthetic checkpoint and imports
+# it, plans memory for the real MiniMax-M3 config, and runs the msa/bsq
+# reference pipeline on a real-shape MiniMax-M3 MSA layer.
 #
 #===----------------------------------------------------------------------===#
 
@@ -14,12 +15,23 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${MSAC_BUILD_DIR:-$root/build}"
 "$root/scripts/setup.sh"
 
-opt="$build_dir/bin/msac-opt"
+bin="$build_dir/bin"
+work="$build_dir/main-job"
+rm -rf "$work" && mkdir -p "$work"
 echo
-"$opt" --version | sed -n '/msac/p'
+"$bin/msac" --version | sed -n '/msac/p'
 echo
-echo "== msac-opt: msac passes and pipelines =="
-"$opt" --help | grep -E -- '--(msa|bsq|msac)-' | sed 's/^ *//'
+echo "== msac-synth: a tiny MiniMax-M3-architecture checkpoint =="
+"$bin/msac-synth" "$work/tiny"
 echo
-echo "== An MSA decoder layer with NVFP4 experts, through -msac-reference-pipeline =="
-"$opt" "$root/models/examples/m3-msa-layer.mlir" -msac-reference-pipeline
+echo "== msac import: checked, then imported to the msa dialect =="
+"$bin/msac" import "$work/tiny" -o "$work/tiny.mlir"
+echo "$work/tiny.mlir: $(grep -c 'msa\.' "$work/tiny.mlir") msa ops; first layer:"
+sed -n '/layers.0.input_layernorm/,/layers.1.input_layernorm/p' "$work/tiny.mlir" | grep -E 'msa\.(rms_norm|linear|rope|kv_cache_insert|dense_attention|swiglu)' | head -8
+echo
+echo "== msac plan: the real MiniMax-M3 config, FP8 KV and index caches =="
+"$bin/msac" plan "$root/models/minimax-m3" --kv-cache-dtype fp8 \
+  --index-cache-dtype fp8 --max-seq-len 131072 --memory 80GiB
+echo
+echo "== msac-opt: an MSA layer at real shapes through -msac-reference-pipeline =="
+"$bin/msac-opt" "$root/models/examples/m3-msa-layer.mlir" -msac-reference-pipeline | grep -E 'bsq\.|msa\.(index_score|block_topk|sparse_attention|moe)' 

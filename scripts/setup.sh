@@ -19,7 +19,7 @@ packages=(
   cmake ninja-build python3
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   clang-22 lld-22
-  nlohmann-json3-dev googletest libgtest-dev
+  nlohmann-json3-dev googletest libgtest-dev libcli11-dev libclang-rt-22-dev
 )
 
 missing=()
@@ -48,6 +48,7 @@ if [[ ! -f "$build_dir/build.ninja" ]]; then
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang-22 \
     -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DLLVM_USE_LINKER=lld \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
 fi
 

@@ -21,9 +21,16 @@ config.substitutions.append(("%msac_src_root", config.msac_src_root))
 config.substitutions.append(("%msac_obj_root", config.msac_obj_root))
 
 llvm_config.use_default_substitutions()
+# `not`, `count` and FileCheck anywhere in a RUN line.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 # Fail on a FileCheck variable used outside its CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 tool_dirs = [config.msac_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions([ToolSubst("msac-opt")], tool_dirs)
+tools = ["msac", "msac-opt", "msac-synth"]
+# The libFuzzer target exists only in clang builds.
+if os.path.exists(os.path.join(config.msac_tools_dir, "msac-safetensors-fuzzer")):
+    tools.append("msac-safetensors-fuzzer")
+    config.available_features.add("safetensors-fuzzer")
+llvm_config.add_tool_substitutions([ToolSubst(t) for t in tools], tool_dirs)

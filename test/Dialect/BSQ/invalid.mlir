@@ -118,6 +118,14 @@ func.func @pack_extra_global(%d: tensor<4x16xui8>, %s: tensor<4x2xf8E4M3FN>, %g:
 
 // -----
 
+func.func @pack_global_shape(%d: tensor<8x4x16xui8>, %s: tensor<8x4x2xf8E4M3FN>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{global_scale shape 4 must be [] or the matrix stack shape 8}}
+  %q = bsq.pack %d, %s, %g : tensor<8x4x16xui8>, tensor<8x4x2xf8E4M3FN>, tensor<4xf32> -> tensor<8x4x32x!bsq.nvfp4<global_scale>>
+  return
+}
+
+// -----
+
 func.func @pack_float_result(%d: tensor<4x16xui8>, %s: tensor<4x2xf8E4M3FN>) {
   // expected-error @+1 {{result #0 must be ranked tensor of block-scaled quantized element type values}}
   %q = bsq.pack %d, %s : tensor<4x16xui8>, tensor<4x2xf8E4M3FN> -> tensor<4x32xbf16>
@@ -209,5 +217,13 @@ func.func @matmul_result(%a: tensor<4x64xbf16>, %b: tensor<8x64x!bsq.nvfp4>) {
 func.func @matmul_blocks_differ(%a: tensor<4x64x!bsq.mx<f8E4M3FN>>, %b: tensor<8x64x!bsq.nvfp4>) {
   // expected-error @+1 {{K block sizes differ: 32 ('!bsq.mx<f8E4M3FN>') vs 16 ('!bsq.nvfp4')}}
   %c = bsq.scaled_matmul %a, %b : tensor<4x64x!bsq.mx<f8E4M3FN>>, tensor<8x64x!bsq.nvfp4> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_block(%q: tensor<64x15x!bsq.nvfp4>) {
+  // expected-error @+1 {{input last dimension 15 is not a multiple of the block size 16 of '!bsq.nvfp4'}}
+  %x = bsq.dequantize %q : tensor<64x15x!bsq.nvfp4> -> tensor<64x15xf32>
   return
 }

@@ -46,6 +46,14 @@ func.func @pack_checkpoint_layouts(
   return
 }
 
+// Stacked routed experts keep one global scale per expert.
+// CHECK-LABEL: func.func @pack_stacked_experts
+// CHECK: bsq.pack %{{.*}}, %{{.*}}, %{{.*}} : tensor<128x3072x3072xui8>, tensor<128x3072x384xf8E4M3FN>, tensor<128xf32> -> tensor<128x3072x6144x!bsq.nvfp4<global_scale>>
+func.func @pack_stacked_experts(%d: tensor<128x3072x3072xui8>, %s: tensor<128x3072x384xf8E4M3FN>, %g: tensor<128xf32>) {
+  %w = bsq.pack %d, %s, %g : tensor<128x3072x3072xui8>, tensor<128x3072x384xf8E4M3FN>, tensor<128xf32> -> tensor<128x3072x6144x!bsq.nvfp4<global_scale>>
+  return
+}
+
 // CHECK-LABEL: func.func @quantize_dequantize
 func.func @quantize_dequantize(%x: tensor<?x128xbf16>, %g: tensor<f32>) {
   // CHECK: bsq.quantize %{{.*}} : tensor<?x128xbf16> -> tensor<?x128x!bsq.nvfp4>

@@ -754,3 +754,33 @@ func.func @logits_rows(%h: tensor<4x64xbf16>, %i: tensor<2xi32>, %w: tensor<100x
   %l = msa.logits %h[%i], %w : (tensor<4x64xbf16>, tensor<2xi32>, tensor<100x64xbf16>) -> tensor<3x100xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Block-scaled weights must be tiled by their blocks
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @linear_weight_blocking(%x: tensor<4x15xbf16>, %w: tensor<64x15x!bsq.nvfp4>) {
+  // expected-error @+1 {{weight last dimension 15 is not a multiple of the block size 16 of '!bsq.nvfp4'}}
+  %y = msa.linear %x, %w : tensor<4x15xbf16>, tensor<64x15x!bsq.nvfp4> -> tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @experts_weight_blocking(%x: tensor<4x48xbf16>, %rw: tensor<4x2xf32>, %ri: tensor<4x2xi32>,
+                                   %g: tensor<8x32x48x!bsq.mx<f8E4M3FN>>, %d: tensor<8x48x32xbf16>) {
+  // expected-error @+1 {{gate_weights last dimension 48 is not a multiple of the block size 32 of '!bsq.mx<f8E4M3FN>'}}
+  %r = msa.moe_experts %x, %rw, %ri experts(%g, %g, %d) {alpha = 1.702 : f32, limit = 7.0 : f32}
+      : (tensor<4x48xbf16>, tensor<4x2xf32>, tensor<4x2xi32>, tensor<8x32x48x!bsq.mx<f8E4M3FN>>, tensor<8x32x48x!bsq.mx<f8E4M3FN>>, tensor<8x48x32xbf16>) -> tensor<4x48xbf16>
+  return
+}
+
+// -----
+
+func.func @logits_head_blocking(%h: tensor<4x100xbf16>, %i: tensor<2xi32>, %w: tensor<10x100x!bsq.nvfp4>) {
+  // expected-error @+1 {{lm_head last dimension 100 is not a multiple of the block size 16 of '!bsq.nvfp4'}}
+  %l = msa.logits %h[%i], %w : (tensor<4x100xbf16>, tensor<2xi32>, tensor<10x100x!bsq.nvfp4>) -> tensor<2x10xf32>
+  return
+}

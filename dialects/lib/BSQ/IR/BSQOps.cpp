@@ -25,20 +25,11 @@ static bool isByteType(Type type) {
   return intType && intType.getWidth() == 8 && !intType.isSigned();
 }
 
-/// Checks that the static last dimension of `shape` is divisible by the
-/// format's 1-D block and, for 4-bit formats, even.
+/// Checks that a tensor of logical `shape` can be stored in `qt`.
 static LogicalResult verifyBlocking(Operation *op, QuantizedTypeInterface qt,
                                     ArrayRef<int64_t> shape, StringRef what) {
-  SmallVector<int64_t> block = qt.getBlockShape();
-  if (shape.size() < block.size())
-    return op->emitOpError() << what << " has rank " << shape.size()
-                             << " but the " << qt << " block has rank "
-                             << block.size();
-  if (failed(getScaleShape(qt, shape)))
-    return op->emitOpError()
-           << what << " last dimension " << shape.back()
-           << " is not a multiple of the block size " << block.back()
-           << " of " << qt;
+  if (std::optional<std::string> problem = checkQuantizedShape(qt, shape))
+    return op->emitOpError() << what << " " << *problem;
   // Every 4-bit format has an even 1-D block, so an exact tiling also
   // splits the last dimension into whole bytes.
   assert(succeeded(getPackedByteShape(qt, shape)) &&
@@ -46,15 +37,28 @@ static LogicalResult verifyBlocking(Operation *op, QuantizedTypeInterface qt,
   return success();
 }
 
+/// A global scale is present exactly when the type has one, and is either a
+/// scalar or one value per matrix of the stack `shape[0 .. rank-2)`.
 static LogicalResult verifyGlobalScale(Operation *op,
                                        QuantizedTypeInterface qt,
-                                       Value globalScale) {
+                                       Value globalScale,
+                                       ArrayRef<int64_t> shape) {
   if (qt.hasGlobalScale() && !globalScale)
     return op->emitOpError() << qt << " needs a global_scale operand";
   if (!qt.hasGlobalScale() && globalScale)
     return op->emitOpError()
            << "global_scale given but " << qt << " has no global scale";
-  return success();
+  if (!globalScale)
+    return success();
+  ArrayRef<int64_t> scaleShape =
+      cast<RankedTensorType>(globalScale.getType()).getShape();
+  ArrayRef<int64_t> stack =
+      shape.size() >= 2 ? shape.drop_back(2) : ArrayRef<int64_t>();
+  if (scaleShape.empty() || shapesCompatible(scaleShape, stack))
+    return success();
+  return op->emitOpError() << "global_scale shape " << formatShape(scaleShape)
+                           << " must be [] or the matrix stack shape "
+                           << formatShape(stack);
 }
 
 //===----------------------------------------------------------------------===//
@@ -111,7 +115,7 @@ LogicalResult PackOp::verify() {
                            << " for logical shape " << formatShape(shape)
                            << " of " << qt;
   }
-  return verifyGlobalScale(*this, qt, getGlobalScale());
+  return verifyGlobalScale(*this, qt, getGlobalScale(), shape);
 }
 
 //===----------------------------------------------------------------------===//
@@ -128,7 +132,7 @@ LogicalResult QuantizeOp::verify() {
                          << formatShape(resultType.getShape());
   if (failed(verifyBlocking(*this, qt, resultType.getShape(), "result")))
     return failure();
-  return verifyGlobalScale(*this, qt, getGlobalScale());
+  return verifyGlobalScale(*this, qt, getGlobalScale(), resultType.getShape());
 }
 
 //===----------------------------------------------------------------------===//
@@ -137,6 +141,9 @@ LogicalResult QuantizeOp::verify() {
 
 LogicalResult DequantizeOp::verify() {
   ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  if (failed(verifyBlocking(*this, getQuantizedElement(getInput().getType()),
+                            inputShape, "input")))
+    return failure();
   ArrayRef<int64_t> resultShape = getResult().getType().getShape();
   if (!shapesCompatible(inputShape, resultShape))
     return emitOpError() << "input shape " << formatShape(inputShape)

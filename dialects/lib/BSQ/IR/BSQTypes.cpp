@@ -11,6 +11,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace msac::bsq;
@@ -198,4 +199,24 @@ FailureOr<int64_t> msac::bsq::getStorageBytes(QuantizedTypeInterface type,
                 (type.getScaleType().getWidth() / 8);
   int64_t globalBytes = type.hasGlobalScale() ? 4 : 0;
   return ShapedType::getNumElements(*packed) + scaleBytes + globalBytes;
+}
+
+std::optional<std::string>
+msac::bsq::checkQuantizedShape(QuantizedTypeInterface type,
+                               ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> block = type.getBlockShape();
+  std::string message;
+  llvm::raw_string_ostream os(message);
+  if (shape.size() < block.size()) {
+    os << "has rank " << shape.size() << " but the '" << type
+       << "' block has rank " << block.size();
+    return message;
+  }
+  if (failed(getScaleShape(type, shape))) {
+    os << "last dimension " << shape.back()
+       << " is not a multiple of the block size " << block.back() << " of '"
+       << type << "'";
+    return message;
+  }
+  return std::nullopt;
 }

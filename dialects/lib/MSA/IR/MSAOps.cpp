@@ -59,15 +59,21 @@ static bool isWeightElement(Type type) {
   return isa<FloatType, bsq::QuantizedTypeInterface>(type);
 }
 
+/// A weight is floating point, or block-scaled with a shape its blocks tile.
 static LogicalResult checkWeightElement(Operation *op, Value weight,
                                         StringRef name) {
-  Type element = cast<ShapedType>(weight.getType()).getElementType();
-  if (isWeightElement(element))
-    return success();
-  return op->emitOpError() << name
-                           << " element type must be a float or a bsq "
-                              "block-scaled type, got "
-                           << element;
+  auto type = cast<ShapedType>(weight.getType());
+  Type element = type.getElementType();
+  if (!isWeightElement(element))
+    return op->emitOpError() << name
+                             << " element type must be a float or a bsq "
+                                "block-scaled type, got "
+                             << element;
+  if (auto quantized = dyn_cast<bsq::QuantizedTypeInterface>(element))
+    if (std::optional<std::string> problem =
+            bsq::checkQuantizedShape(quantized, type.getShape()))
+      return op->emitOpError() << name << " " << *problem;
+  return success();
 }
 
 static LogicalResult checkPositive(Operation *op, double value,

@@ -16,7 +16,7 @@ def BSQ_QuantizedElement
     : Type<CPred<"::llvm::isa<::msac::bsq::QuantizedTypeInterface>($_self)">,
            "block-scaled quantized element type">;
 def BSQ_QuantizedTensor : RankedTensorOf<[BSQ_QuantizedElement]>;
-def BSQ_GlobalScale : 0DTensorOf<[F32]>;
+def BSQ_GlobalScale : RankedTensorOf<[F32]>;
 
 def BSQ_PackOp : BSQ_Op<"pack", [Pure]> {
   let summary = "Assemble a quantized tensor from its payload and scale arrays";
@@ -34,8 +34,11 @@ def BSQ_PackOp : BSQ_Op<"pack", [Pure]> {
       `[d0, ..., dn / b]` (`dn` must be a multiple of `b`); for 2-D blocks
       `[bm, bn]` it is `[d0, ..., ceil(dn-1 / bm), ceil(dn / bn)]`; for a
       per-tensor scale it is `tensor<f32>` or `tensor<1xf32>`.
-    * `global_scale`: FP32 scalar, present exactly when the type has a
-      global scale (`!bsq.nvfp4<global_scale>`), used as a multiplier.
+    * `global_scale`: FP32, present exactly when the type has a global
+      scale (`!bsq.nvfp4<global_scale>`), used as a multiplier. Either a
+      scalar for the whole tensor, or one value per matrix of a stack of
+      matrices: shape `[d0, ..., dn-2]` (for example `[E]` for the stacked
+      routed experts of a MoE layer, each expert keeping its own scale).
 
     Example (one NVFP4 expert weight of a ModelOpt checkpoint):
 
@@ -62,7 +65,8 @@ def BSQ_QuantizeOp : BSQ_Op<"quantize", [Pure]> {
     with the same logical shape. Per block, the scale is chosen from the
     block's absolute maximum `amax` (computed in FP32):
 
-    * NVFP4: `scale = E4M3(amax / 6 / g)` (`g` = `global_scale`, or 1), each
+    * NVFP4: `scale = E4M3(amax / 6 / g)` (`g` = `global_scale` of the
+      block's matrix, or 1), each
       value `E2M1(x / (scale * g))` rounded to nearest even, saturating at
       ±6 (NVIDIA ModelOpt / TensorRT-LLM recipe).
     * MX: `scale = 2^(floor(log2(amax)) - emax)` with `emax` = 8 (E4M3),

@@ -11,6 +11,9 @@
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+#include <string>
+
 #include "msac/Dialect/BSQ/IR/BSQTypeInterfaces.h.inc"
 
 #define GET_TYPEDEF_CLASSES
@@ -41,6 +44,13 @@ getScaleShape(QuantizedTypeInterface type, llvm::ArrayRef<int64_t> shape);
 /// Returns failure for dynamic or inconsistent shapes.
 mlir::FailureOr<int64_t> getStorageBytes(QuantizedTypeInterface type,
                                          llvm::ArrayRef<int64_t> shape);
+
+/// Checks that a tensor of logical shape `shape` can be stored in `type`:
+/// its rank covers the block and a 1-D block divides the static last
+/// dimension. Returns an explanation when it cannot, `std::nullopt`
+/// otherwise. Every op taking a quantized operand uses this check.
+std::optional<std::string> checkQuantizedShape(QuantizedTypeInterface type,
+                                               llvm::ArrayRef<int64_t> shape);
 
 } // namespace msac::bsq
 

@@ -1,0 +1,198 @@
+//===- msac.cpp - The msac compiler driver --------------------------------===//
+//
+// Part of msac.
+//
+//   msac import MODEL_DIR [-o FILE] [--kv-cache-dtype D] [--index-cache-dtype D]
+//       Checks the checkpoint (every problem listed) and prints the MiniMax-M3
+//       text model in the msa/bsq dialects.
+//   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
+//                       [--max-seq-len N] [--memory SIZE] [--json]
+//       Parameters, weight bytes, KV/index-cache bytes per token, and how many
+//       sequences fit in a cache budget.
+//
+// Exit status: 0 success, 1 problems in the model folder, 2 bad usage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Checkpoint/Checkpoint.h"
+#include "msac/Checkpoint/MemoryPlan.h"
+#include "msac/Checkpoint/ModelConfig.h"
+#include "msac/Checkpoint/ModelWeights.h"
+#include "msac/Import/M3Importer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+using namespace llvm;
+using namespace msac;
+
+static cl::SubCommand importCommand("import",
+                                    "Check a checkpoint folder and print its "
+                                    "model in the msa dialect");
+static cl::SubCommand planCommand(
+    "plan", "Report weight and KV-cache memory of a model folder");
+
+static cl::opt<std::string> importDir(cl::Positional, cl::Required,
+                                      cl::desc("<model-dir>"),
+                                      cl::sub(importCommand));
+static cl::opt<std::string> planDir(cl::Positional, cl::Required,
+                                    cl::desc("<model-dir>"),
+                                    cl::sub(planCommand));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file (default: -)"),
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::sub(importCommand));
+static cl::opt<std::string>
+    kvCacheDType("kv-cache-dtype",
+                 cl::desc("KV-cache element format: bf16, fp8, nvfp4"),
+                 cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand));
+static cl::opt<std::string> indexCacheDType(
+    "index-cache-dtype",
+    cl::desc("Index-key cache element format: bf16, fp8, nvfp4"),
+    cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand));
+static cl::opt<int64_t> maxSeqLen(
+    "max-seq-len",
+    cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
+    cl::init(0), cl::sub(planCommand));
+static cl::opt<std::string>
+    memory("memory",
+           cl::desc("Cache memory budget, e.g. 80GiB or 141GB (default: none)"),
+           cl::init(""), cl::sub(planCommand));
+static cl::opt<bool> planJson("json", cl::desc("Print the plan as JSON"),
+                              cl::sub(planCommand));
+
+namespace {
+
+int usageError(const Twine &message) {
+  WithColor::error(errs(), "msac") << message << "\n";
+  return 2;
+}
+
+void printDiagnostics(const ckpt::Diagnostics &diags) {
+  std::ostringstream os;
+  diags.print(os);
+  errs() << os.str();
+}
+
+std::optional<ckpt::CacheDType> cacheDType(const cl::opt<std::string> &flag) {
+  return ckpt::parseCacheDType(flag.getValue());
+}
+
+bool hasTensors(const std::string &dir) {
+  std::error_code ec;
+  for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    if (StringRef(it->path()).ends_with(".safetensors"))
+      return true;
+  return false;
+}
+
+int runImport() {
+  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
+  if (!kv || !index)
+    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
+                      "fp8 or nvfp4");
+  ckpt::Diagnostics diags;
+  std::optional<ckpt::ModelConfig> config =
+      ckpt::readModelConfig(importDir, diags);
+  std::unique_ptr<ckpt::Checkpoint> checkpoint =
+      config ? ckpt::Checkpoint::open(importDir, diags) : nullptr;
+  std::optional<ckpt::ModelWeights> weights;
+  // Unreadable shards would make every tensor look missing: report them
+  // alone.
+  if (checkpoint && !diags.hasErrors())
+    weights = ckpt::resolveWeights(*config, *checkpoint, diags);
+  printDiagnostics(diags);
+  if (!weights || diags.hasErrors()) {
+    WithColor::error(errs(), "msac")
+        << importDir << ": " << diags.errorCount()
+        << " problem(s) found; nothing was imported\n";
+    return 1;
+  }
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importModel(context, *config, *weights, {*kv, *index});
+  if (!module) {
+    WithColor::error(errs(), "msac")
+        << "internal error: the imported module does not verify\n";
+    return 3;
+  }
+  std::error_code ec;
+  ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
+  if (ec)
+    return usageError("cannot open " + outputFile + ": " + ec.message());
+  module->print(out.os());
+  out.keep();
+  return 0;
+}
+
+int runPlan() {
+  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
+  if (!kv || !index)
+    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
+                      "fp8 or nvfp4");
+  std::optional<uint64_t> budget = uint64_t(0);
+  if (!memory.empty() && !(budget = ckpt::parseByteSize(memory.getValue())))
+    return usageError("--memory '" + memory +
+                      "' is not a byte size (e.g. 80GiB, 141GB)");
+  if (maxSeqLen < 0)
+    return usageError("--max-seq-len must be positive");
+
+  ckpt::Diagnostics diags;
+  std::optional<ckpt::ModelConfig> config =
+      ckpt::readModelConfig(planDir, diags);
+  std::optional<ckpt::ModelWeights> weights;
+  std::unique_ptr<ckpt::Checkpoint> checkpoint;
+  if (config && hasTensors(planDir)) {
+    checkpoint = ckpt::Checkpoint::open(planDir, diags);
+    if (checkpoint && !diags.hasErrors())
+      weights = ckpt::resolveWeights(*config, *checkpoint, diags);
+  }
+  printDiagnostics(diags);
+  if (!config || diags.hasErrors()) {
+    WithColor::error(errs(), "msac")
+        << planDir << ": " << diags.errorCount() << " problem(s) found\n";
+    return 1;
+  }
+  int64_t length = maxSeqLen ? maxSeqLen.getValue()
+                             : (config->maxPositionEmbeddings
+                                    ? config->maxPositionEmbeddings
+                                    : 4096);
+  ckpt::MemoryPlan plan = ckpt::planMemory(
+      *config, weights ? &*weights : nullptr, *kv, *index, length, *budget);
+  std::ostringstream os;
+  if (planJson)
+    os << ckpt::memoryPlanJson(plan) << "\n";
+  else
+    ckpt::printMemoryPlan(plan, os);
+  outs() << os.str();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "msac: ahead-of-time compiler for MiniMax-M3-family models\n\n"
+      "  msac import MODEL_DIR   check a checkpoint and print its msa IR\n"
+      "  msac plan MODEL_DIR     weight and KV-cache memory report\n");
+  if (importCommand)
+    return runImport();
+  if (planCommand)
+    return runPlan();
+  return usageError("no subcommand given; run `msac --help`");
+}

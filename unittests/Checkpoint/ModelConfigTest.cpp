@@ -1,0 +1,215 @@
+//===- ModelConfigTest.cpp - config.json of the MiniMax-M3 family ---------===//
+//
+// Part of msac.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CheckpointFixtures.h"
+
+#include "msac/Checkpoint/ModelConfig.h"
+
+#include "gtest/gtest.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace msac::ckpt;
+using msac::test::smallConfig;
+
+namespace {
+
+std::string all(const Diagnostics &d) {
+  std::string s;
+  for (const Diagnostic &x : d.all())
+    s += x.subject + " | " + x.message + "\n";
+  return s;
+}
+
+std::optional<ModelConfig> parse(const std::string &text, Diagnostics &diags,
+                                 const std::string *hf = nullptr) {
+  return parseModelConfig(text, "config.json", diags, hf);
+}
+
+TEST(ModelConfig, RealMiniMaxM3Config) {
+  Diagnostics diags;
+  std::optional<ModelConfig> c =
+      readModelConfig(MSAC_SOURCE_DIR "/models/minimax-m3", diags);
+  ASSERT_TRUE(c) << all(diags);
+  EXPECT_EQ(diags.warningCount(), 0u) << all(diags);
+  // msa-m3-spec.md §1.2 / §1.3.
+  EXPECT_TRUE(c->multimodalWrapper);
+  EXPECT_EQ(c->hiddenSize, 6144);
+  EXPECT_EQ(c->numLayers, 60);
+  EXPECT_EQ(c->numHeads, 64);
+  EXPECT_EQ(c->numKVHeads, 4);
+  EXPECT_EQ(c->headDim, 128);
+  EXPECT_EQ(c->vocabSize, 200064);
+  EXPECT_EQ(c->rotaryDim, 64);
+  EXPECT_DOUBLE_EQ(c->ropeTheta, 5e6);
+  EXPECT_TRUE(c->gemmaNorm);
+  EXPECT_EQ(c->numExperts, 128);
+  EXPECT_EQ(c->expertsPerToken, 4);
+  EXPECT_EQ(c->numSharedExperts, 1);
+  EXPECT_DOUBLE_EQ(c->routedScalingFactor, 2.0);
+  EXPECT_TRUE(c->routingBias);
+  EXPECT_EQ(c->sparse.topkBlocks, 16);
+  EXPECT_EQ(c->sparse.blockSize, 128);
+  EXPECT_EQ(c->sparse.indexHeads, 4);
+  EXPECT_EQ(c->sparse.indexDim, 128);
+  EXPECT_EQ(c->sparse.localBlocks, 1);
+  EXPECT_EQ(c->sparse.initBlocks, 0);
+  // Layers 0-2 dense attention + dense MLP, 3-59 MSA + MoE, from the file.
+  for (int64_t l = 0; l < 60; ++l) {
+    EXPECT_EQ(c->layers[l].attention,
+              l < 3 ? AttentionKind::Dense : AttentionKind::Sparse);
+    EXPECT_EQ(c->layers[l].mlp, l < 3 ? MlpKind::Dense : MlpKind::MoE);
+  }
+  EXPECT_EQ(c->numSparseLayers(), 57);
+  EXPECT_EQ(c->quantization.method, QuantMethod::None);
+}
+
+TEST(ModelConfig, ScheduleComesFromTheFile) {
+  // M3.1-Flash style: MSA in every layer.
+  std::string text = smallConfig();
+  size_t at = text.find("\"sparse_attention_freq\":[0,1]");
+  text.replace(at, 29, "\"sparse_attention_freq\":[1,1]");
+  at = text.find("\"sparse_disable_index_value\":[0,1]");
+  text.replace(at, 34, "\"sparse_disable_index_value\":[1,1]");
+  Diagnostics diags;
+  auto c = parse(text, diags);
+  ASSERT_TRUE(c) << all(diags);
+  EXPECT_EQ(c->numSparseLayers(), 2);
+  EXPECT_EQ(c->layers[0].mlp, MlpKind::Dense);
+}
+
+TEST(ModelConfig, UnknownFieldsWarn) {
+  Diagnostics diags;
+  auto c = parse(smallConfig("\"shiny_new_knob\": 3,", "\"top_level_knob\":1,"),
+                 diags);
+  ASSERT_TRUE(c) << all(diags);
+  EXPECT_TRUE(diags.contains("unknown field ignored"));
+  EXPECT_EQ(diags.warningCount(), 2u) << all(diags);
+}
+
+struct BadCase {
+  const char *extra;
+  const char *expected;
+};
+
+TEST(ModelConfig, UnsupportedOrContradictoryFieldsAreErrors) {
+  const BadCase cases[] = {
+      {"\"hidden_act\":\"silu\",", "'silu' is not supported"},
+      {"\"attention_output_gate\":true,", "no output gate"},
+      {"\"attention_bias\":true,", "have no bias"},
+      {"\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4},",
+       "RoPE scaling"},
+      {"\"n_group\":8,", "grouped expert routing"},
+      {"\"scoring_func\":\"softmax\",", "'softmax' is not supported"},
+      {"\"qk_norm_type\":\"per_layer\",", "'per_layer' is not supported"},
+      {"\"use_qk_norm\":false,", "normalizes q and k per head"},
+      {"\"layer_types\":[\"full_attention\",\"full_attention\"],",
+       "contradicts"},
+      {"\"sliding_window\":4096,", "sliding-window"},
+  };
+  for (const BadCase &bad : cases) {
+    Diagnostics diags;
+    // Later keys win in JSON objects only for duplicates; use replacements
+    // of existing keys by putting the bad key first and removing the good.
+    std::string text = smallConfig(bad.extra);
+    for (const char *key : {"\"hidden_act\":\"swigluoai\",",
+                            "\"scoring_func\":\"sigmoid\",",
+                            "\"qk_norm_type\":\"per_head\",",
+                            "\"use_qk_norm\":true,"}) {
+      std::string k(key);
+      if (std::string(bad.extra).find(k.substr(0, k.find(':'))) !=
+          std::string::npos) {
+        size_t at = text.rfind(k);
+        if (at != std::string::npos)
+          text.erase(at, k.size());
+      }
+    }
+    EXPECT_FALSE(parse(text, diags)) << bad.extra;
+    EXPECT_TRUE(diags.contains(bad.expected)) << bad.extra << "\n" << all(diags);
+  }
+}
+
+TEST(ModelConfig, StructuralErrors) {
+  auto replace = [](std::string text, const std::string &from,
+                    const std::string &to) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const std::string base = smallConfig();
+  struct Case {
+    std::string text;
+    const char *expected;
+  } cases[] = {
+      {replace(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":[0,1,1]"),
+       "has 3 entries but num_hidden_layers is 2"},
+      {replace(base, "\"moe_layer_freq\":[0,1],", ""),
+       "per-layer MoE schedule is never guessed"},
+      {replace(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":1"),
+       "integer period is ambiguous"},
+      {replace(base, "\"sparse_num_index_heads\":2", "\"sparse_num_index_heads\":1"),
+       "must equal num_key_value_heads 2"},
+      {replace(base, "\"sparse_score_type\":\"max\"", "\"sparse_score_type\":\"softmax-sum\""),
+       "pools block scores with max"},
+      {replace(base, "\"sparse_disable_index_value\":[0,1]", "\"sparse_disable_index_value\":[0,0]"),
+       "selection-only"},
+      {replace(base, "\"rotary_dim\":8", "\"rotary_dim\":12"),
+       "contradicts partial_rotary_factor"},
+      {replace(base, "\"num_key_value_heads\":2", "\"num_key_value_heads\":3"),
+       "not a multiple of num_key_value_heads 3"},
+      {replace(base, "\"hidden_size\":32,", ""), "is required"},
+      {replace(base, "\"hidden_size\":32", "\"hidden_size\":\"32\""),
+       "must be an integer"},
+      {replace(base, "\"num_experts_per_tok\":1", "\"num_experts_per_tok\":3"),
+       "exceeds num_local_experts 2"},
+      {replace(base, "\"sparse_topk_blocks\":16", "\"sparse_topk_blocks\":0"),
+       "must be >= 1"},
+      {"[1,2,3]", "must hold a JSON object"},
+      {"{\"text_config\":", "is not valid JSON"},
+  };
+  for (const Case &c : cases) {
+    Diagnostics diags;
+    EXPECT_FALSE(parse(c.text, diags)) << c.expected;
+    EXPECT_TRUE(diags.contains(c.expected)) << c.expected << "\n" << all(diags);
+  }
+}
+
+TEST(ModelConfig, QuantizationMethods) {
+  Diagnostics d1;
+  auto modelopt = parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\"},"), d1);
+  ASSERT_TRUE(modelopt) << all(d1);
+  EXPECT_EQ(modelopt->quantization.method, QuantMethod::ModelOpt);
+
+  Diagnostics d2;
+  auto ct = parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\"},"), d2);
+  ASSERT_TRUE(ct) << all(d2);
+  EXPECT_EQ(ct->quantization.method, QuantMethod::CompressedTensors);
+
+  Diagnostics d3;
+  auto fp8 = parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128,128]},"), d3);
+  ASSERT_TRUE(fp8) << all(d3);
+  EXPECT_EQ(fp8->quantization.weightBlockSize, (std::vector<int64_t>{128, 128}));
+
+  Diagnostics d4;
+  EXPECT_FALSE(parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"gptq\"},"), d4));
+  EXPECT_TRUE(d4.contains("'gptq' is not supported"));
+
+  // ModelOpt's hf_quant_config.json alone sets the method.
+  std::string hf = R"({"producer":{"name":"modelopt"},"quantization":{"quant_algo":"MIXED_PRECISION"}})";
+  Diagnostics d5;
+  auto fromHf = parse(smallConfig(), d5, &hf);
+  ASSERT_TRUE(fromHf) << all(d5);
+  EXPECT_EQ(fromHf->quantization.method, QuantMethod::ModelOpt);
+  EXPECT_EQ(fromHf->quantization.algorithm, "MIXED_PRECISION");
+
+  // ... and must not contradict config.json.
+  Diagnostics d6;
+  EXPECT_FALSE(parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\"},"), d6, &hf));
+  EXPECT_TRUE(d6.contains("contradicts config.json"));
+}
+
+} // namespace
