@@ -1,0 +1,490 @@
+//===- M3Reference.cpp - Plain C++ reference of the MiniMax-M3 model ------===//
+//
+// Part of msac's tests.
+//
+//===----------------------------------------------------------------------===//
+
+#include "M3Reference.h"
+
+#include "msac/Checkpoint/Checkpoint.h"
+#include "msac/Checkpoint/ModelWeights.h"
+#include "msac/Numerics/LowPrecision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+using namespace msac;
+using namespace msac::reference;
+using ckpt::DType;
+using ckpt::WeightFormat;
+
+float msac::reference::roundBF16(float x) {
+  return numerics::bf16ToFloat(numerics::floatToBF16(x));
+}
+
+static std::vector<float> roundAll(std::vector<float> v) {
+  for (float &x : v)
+    x = roundBF16(x);
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// MSA pieces
+//===----------------------------------------------------------------------===//
+
+std::vector<float> msac::reference::blockScores(const float *q,
+                                                const float *keys,
+                                                int64_t numKeys, int64_t dim,
+                                                int64_t position,
+                                                int64_t blockSize) {
+  const int64_t last = std::min(position, numKeys - 1);
+  std::vector<float> scores(last / blockSize + 1,
+                            -std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j <= last; ++j) {
+    double dot = 0;
+    for (int64_t c = 0; c < dim; ++c)
+      dot += static_cast<double>(q[c]) * keys[j * dim + c];
+    float s = static_cast<float>(dot);
+    float &best = scores[j / blockSize];
+    if (!std::isnan(s) && s > best) // a NaN token score never wins
+      best = s;
+  }
+  return scores;
+}
+
+std::vector<int32_t> msac::reference::selectBlocks(
+    const std::vector<float> &scores, int64_t position, int64_t k,
+    int64_t blockSize, int64_t local, int64_t init) {
+  const int64_t L = position / blockSize;
+  const int64_t n = L + 1;
+  std::vector<int32_t> out;
+  if (n <= k) {
+    for (int64_t b = 0; b <= L; ++b)
+      out.push_back(static_cast<int32_t>(b));
+  } else {
+    for (int64_t b = 0; b < init; ++b)
+      out.push_back(static_cast<int32_t>(b));
+    std::vector<int32_t> candidates;
+    for (int64_t b = init; b <= L - local; ++b)
+      candidates.push_back(static_cast<int32_t>(b));
+    auto key = [&](int32_t b) {
+      float s = b < static_cast<int64_t>(scores.size()) ? scores[b]
+                                                          : -INFINITY;
+      return std::isnan(s) ? -INFINITY : s;
+    };
+    // Score descending; the lower block id wins a tie.
+    std::sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+      return key(a) != key(b) ? key(a) > key(b) : a < b;
+    });
+    for (int64_t i = 0; i < k - init - local &&
+                        i < static_cast<int64_t>(candidates.size());
+         ++i)
+      out.push_back(candidates[i]);
+    for (int64_t b = L - local + 1; b <= L; ++b)
+      out.push_back(static_cast<int32_t>(b));
+  }
+  out.resize(k, -1);
+  return out;
+}
+
+float msac::reference::attend(const float *q, const float *keys,
+                              const float *values, int64_t numKeys,
+                              int64_t dim, int64_t position, float scale,
+                              const std::vector<int32_t> *blocks,
+                              int64_t blockSize, float *out) {
+  std::vector<int64_t> visible;
+  const int64_t last = std::min(position, numKeys - 1);
+  if (!blocks) {
+    for (int64_t j = 0; j <= last; ++j)
+      visible.push_back(j);
+  } else {
+    std::vector<int32_t> sorted(*blocks);
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    for (int32_t b : sorted) {
+      if (b < 0)
+        continue;
+      for (int64_t j = int64_t(b) * blockSize;
+           j < (int64_t(b) + 1) * blockSize && j <= last; ++j)
+        visible.push_back(j);
+    }
+  }
+  std::fill(out, out + dim, 0.0f);
+  if (visible.empty())
+    return -INFINITY;
+  std::vector<double> z(visible.size());
+  double zmax = -INFINITY;
+  for (size_t i = 0; i < visible.size(); ++i) {
+    double dot = 0;
+    for (int64_t c = 0; c < dim; ++c)
+      dot += static_cast<double>(q[c]) * keys[visible[i] * dim + c];
+    z[i] = dot * scale;
+    zmax = std::max(zmax, z[i]);
+  }
+  double sum = 0;
+  for (double &zi : z) {
+    zi = std::exp(zi - zmax);
+    sum += zi;
+  }
+  for (int64_t c = 0; c < dim; ++c) {
+    double acc = 0;
+    for (size_t i = 0; i < visible.size(); ++i)
+      acc += z[i] * values[visible[i] * dim + c];
+    out[c] = static_cast<float>(acc / sum);
+  }
+  return static_cast<float>(zmax + std::log(sum));
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+static float halfToFloat(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = std::ldexp(1.0f + man / 1024.0f, static_cast<int>(exp) - 15);
+  return sign ? -v : v;
+}
+
+static float decodeFloat(DType dtype, const uint8_t *p) {
+  switch (dtype) {
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return numerics::bf16ToFloat(h);
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return halfToFloat(h);
+  }
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  case DType::F8_E4M3:
+    return numerics::e4m3ToFloat(*p);
+  case DType::F8_E5M2:
+    return numerics::e5m2ToFloat(*p);
+  case DType::F8_E8M0:
+  case DType::U8:
+    return numerics::e8m0ToFloat(*p);
+  default:
+    return NAN;
+  }
+}
+
+/// Expands a resolved weight to float values of its logical shape.
+static std::vector<float> dequantize(const ckpt::ResolvedWeight &w,
+                                     const ckpt::Checkpoint &ckpt,
+                                     const ckpt::ModelConfig &config) {
+  const ckpt::Checkpoint::Entry *data = ckpt.find(w.data);
+  const uint8_t *bytes = data->file->data(*data->info);
+  int64_t numel = 1;
+  for (int64_t d : w.shape)
+    numel *= d;
+  std::vector<float> out(numel);
+  const int64_t cols = w.shape.back();
+  if (w.format == WeightFormat::Float) {
+    const int64_t size = ckpt::dtypeBits(w.dtype) / 8;
+    for (int64_t i = 0; i < numel; ++i)
+      out[i] = decodeFloat(w.dtype, bytes + i * size);
+    return out;
+  }
+  const ckpt::Checkpoint::Entry *scale = ckpt.find(w.scale);
+  const uint8_t *scaleBytes = scale->file->data(*scale->info);
+  const int64_t scaleSize = ckpt::dtypeBits(w.scaleDType) / 8;
+  auto scaleAt = [&](int64_t index) {
+    const uint8_t *p = scaleBytes + index * scaleSize;
+    if (w.scaleDType == DType::U8 &&
+        (w.format == WeightFormat::NVFP4))
+      return numerics::e4m3ToFloat(*p); // NVFP4 scales stored as bytes
+    return decodeFloat(w.scaleDType, p);
+  };
+  float global = 1.0f;
+  if (!w.globalScale.empty()) {
+    const ckpt::Checkpoint::Entry *g = ckpt.find(w.globalScale);
+    std::memcpy(&global, g->file->data(*g->info), 4);
+    if (w.globalScaleIsDivisor)
+      global = 1.0f / global;
+  }
+  const bool fourBit = w.format == WeightFormat::NVFP4 ||
+                       w.format == WeightFormat::MXFP4;
+  for (int64_t i = 0; i < numel; ++i) {
+    const int64_t row = i / cols, col = i % cols;
+    float value;
+    if (fourBit) {
+      uint8_t byte = bytes[i / 2]; // element 2i in the low nibble
+      value = numerics::e2m1ToFloat(i % 2 ? byte >> 4 : byte & 0xF);
+    } else {
+      value = decodeFloat(w.dtype, bytes + i);
+    }
+    float s;
+    switch (w.format) {
+    case WeightFormat::NVFP4:
+      s = scaleAt(row * (cols / 16) + col / 16);
+      break;
+    case WeightFormat::MXFP8:
+    case WeightFormat::MXFP4:
+      s = scaleAt(row * (cols / 32) + col / 32);
+      break;
+    case WeightFormat::FP8Block: {
+      const std::vector<int64_t> &tile = config.quantization.weightBlockSize;
+      int64_t bm = tile.size() == 2 ? tile[0] : 128;
+      int64_t bn = tile.size() == 2 ? tile[1] : 128;
+      s = scaleAt((row / bm) * ((cols + bn - 1) / bn) + col / bn);
+      break;
+    }
+    default:
+      s = scaleAt(0);
+    }
+    out[i] = value * s * global;
+  }
+  return out;
+}
+
+std::unique_ptr<M3Reference> M3Reference::load(const std::string &dir,
+                                               ckpt::Diagnostics &diags) {
+  std::unique_ptr<M3Reference> ref(new M3Reference());
+  std::optional<ckpt::ModelConfig> config = ckpt::readModelConfig(dir, diags);
+  if (!config)
+    return nullptr;
+  ref->cfg = *config;
+  std::unique_ptr<ckpt::Checkpoint> checkpoint =
+      ckpt::Checkpoint::open(dir, diags);
+  if (!checkpoint || diags.hasErrors())
+    return nullptr;
+  std::optional<ckpt::ModelWeights> resolved =
+      ckpt::resolveWeights(*config, *checkpoint, diags);
+  if (!resolved)
+    return nullptr;
+  for (const auto &[name, weight] : resolved->byName)
+    ref->weights[name] = dequantize(weight, *checkpoint, *config);
+  return ref;
+}
+
+M3Reference::Sequence M3Reference::newSequence() const {
+  Sequence seq;
+  seq.keys.resize(cfg.numLayers * cfg.numKVHeads);
+  seq.values.resize(cfg.numLayers * cfg.numKVHeads);
+  seq.indexKeys.resize(cfg.numLayers);
+  return seq;
+}
+
+const std::vector<float> &M3Reference::w(const std::string &name) const {
+  return weights.at(name);
+}
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+std::vector<float> M3Reference::matvec(const std::vector<float> &x,
+                                       const std::string &weight,
+                                       int64_t n) const {
+  const std::vector<float> &m = w(weight);
+  const int64_t k = static_cast<int64_t>(x.size());
+  std::vector<float> y(n);
+  for (int64_t r = 0; r < n; ++r) {
+    double acc = 0;
+    for (int64_t c = 0; c < k; ++c)
+      acc += static_cast<double>(x[c]) * m[r * k + c];
+    y[r] = static_cast<float>(acc);
+  }
+  return y;
+}
+
+std::vector<float> M3Reference::rmsNorm(const std::vector<float> &x,
+                                        const std::string &weight) const {
+  const std::vector<float> &g = w(weight);
+  const int64_t dim = static_cast<int64_t>(g.size());
+  std::vector<float> y(x.size());
+  for (size_t start = 0; start < x.size(); start += dim) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i)
+      ss += static_cast<double>(x[start + i]) * x[start + i];
+    double inv = 1.0 / std::sqrt(ss / dim + cfg.rmsNormEps);
+    for (int64_t i = 0; i < dim; ++i) {
+      double scale = cfg.gemmaNorm ? 1.0 + g[i] : g[i];
+      y[start + i] = roundBF16(static_cast<float>(x[start + i] * inv * scale));
+    }
+  }
+  return y;
+}
+
+void M3Reference::rope(float *head, int64_t position) const {
+  const int64_t half = cfg.rotaryDim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    double invFreq = std::pow(cfg.ropeTheta, -2.0 * i / cfg.rotaryDim);
+    double angle = static_cast<double>(position) * invFreq;
+    double c = std::cos(angle), s = std::sin(angle);
+    double a = head[i], b = head[i + half];
+    head[i] = roundBF16(static_cast<float>(a * c - b * s));
+    head[i + half] = roundBF16(static_cast<float>(b * c + a * s));
+  }
+}
+
+static float swiglu(float gate, float up, double alpha, double limit) {
+  double g = std::min<double>(gate, limit);
+  double u = std::clamp<double>(up, -limit, limit);
+  return static_cast<float>((u + 1.0) * g / (1.0 + std::exp(-alpha * g)));
+}
+
+std::vector<float> M3Reference::swigluMlp(const std::vector<float> &x,
+                                          const std::string &gate,
+                                          const std::string &up,
+                                          const std::string &down,
+                                          int64_t inner) const {
+  std::vector<float> g = roundAll(matvec(x, gate, inner));
+  std::vector<float> u = roundAll(matvec(x, up, inner));
+  std::vector<float> a(inner);
+  for (int64_t i = 0; i < inner; ++i)
+    a[i] = roundBF16(swiglu(g[i], u[i], cfg.swigluAlpha, cfg.swigluLimit));
+  return roundAll(matvec(a, down, cfg.hiddenSize));
+}
+
+std::vector<float> M3Reference::forward(Sequence &seq,
+                                        const std::vector<int32_t> &tokens) {
+  const ckpt::ModelConfig &c = cfg;
+  const int64_t H = c.hiddenSize, Hq = c.numHeads, Hkv = c.numKVHeads,
+                D = c.headDim, group = Hq / Hkv;
+  const int64_t B = c.sparse.blockSize > 0 ? c.sparse.blockSize : 128;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> logits;
+  selections.clear();
+
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const int64_t p = seq.length; // this token's position
+    const std::vector<float> &embed = w("model.embed_tokens.weight");
+    std::vector<float> x(embed.begin() + int64_t(tokens[t]) * H,
+                         embed.begin() + (int64_t(tokens[t]) + 1) * H);
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l) + ".";
+      const ckpt::LayerSpec &layer = c.layers[l];
+      std::vector<float> h = rmsNorm(x, pre + "input_layernorm.weight");
+      std::vector<float> q = roundAll(matvec(h, pre + "self_attn.q_proj.weight", Hq * D));
+      std::vector<float> k = roundAll(matvec(h, pre + "self_attn.k_proj.weight", Hkv * D));
+      std::vector<float> v = roundAll(matvec(h, pre + "self_attn.v_proj.weight", Hkv * D));
+      q = rmsNorm(q, pre + "self_attn.q_norm.weight");
+      k = rmsNorm(k, pre + "self_attn.k_norm.weight");
+      for (int64_t head = 0; head < Hq; ++head)
+        rope(&q[head * D], p);
+      for (int64_t head = 0; head < Hkv; ++head) {
+        rope(&k[head * D], p);
+        std::vector<float> &kc = seq.keys[l * Hkv + head];
+        std::vector<float> &vc = seq.values[l * Hkv + head];
+        kc.insert(kc.end(), k.begin() + head * D, k.begin() + (head + 1) * D);
+        vc.insert(vc.end(), v.begin() + head * D, v.begin() + (head + 1) * D);
+      }
+
+      std::vector<float> attn(Hq * D);
+      if (layer.attention == ckpt::AttentionKind::Sparse) {
+        const ckpt::SparseAttentionConfig &s = c.sparse;
+        std::vector<float> iq = roundAll(
+            matvec(h, pre + "self_attn.index_q_proj.weight", s.indexHeads * s.indexDim));
+        std::vector<float> ik = roundAll(
+            matvec(h, pre + "self_attn.index_k_proj.weight", s.indexDim));
+        iq = rmsNorm(iq, pre + "self_attn.index_q_norm.weight");
+        ik = rmsNorm(ik, pre + "self_attn.index_k_norm.weight");
+        for (int64_t head = 0; head < s.indexHeads; ++head)
+          rope(&iq[head * s.indexDim], p);
+        rope(ik.data(), p);
+        std::vector<float> &ic = seq.indexKeys[l];
+        ic.insert(ic.end(), ik.begin(), ik.end());
+        auto &perToken = selections[l];
+        perToken.emplace_back();
+        for (int64_t g = 0; g < Hkv; ++g) {
+          std::vector<float> scores = blockScores(
+              &iq[g * s.indexDim], ic.data(), p + 1, s.indexDim, p, B);
+          std::vector<int32_t> blocks = selectBlocks(
+              scores, p, s.topkBlocks, B, s.localBlocks, s.initBlocks);
+          perToken.back().push_back(blocks);
+          for (int64_t head = g * group; head < (g + 1) * group; ++head)
+            attend(&q[head * D], seq.keys[l * Hkv + g].data(),
+                   seq.values[l * Hkv + g].data(), p + 1, D, p, scale,
+                   &blocks, B, &attn[head * D]);
+        }
+      } else {
+        for (int64_t head = 0; head < Hq; ++head) {
+          int64_t g = head / group;
+          attend(&q[head * D], seq.keys[l * Hkv + g].data(),
+                 seq.values[l * Hkv + g].data(), p + 1, D, p, scale, nullptr,
+                 B, &attn[head * D]);
+        }
+      }
+      attn = roundAll(attn);
+      std::vector<float> o = roundAll(matvec(attn, pre + "self_attn.o_proj.weight", H));
+      std::vector<float> residual(H);
+      for (int64_t i = 0; i < H; ++i)
+        residual[i] = roundBF16(x[i] + o[i]);
+
+      std::vector<float> h2 =
+          rmsNorm(residual, pre + "post_attention_layernorm.weight");
+      std::vector<float> ffn(H);
+      if (layer.mlp == ckpt::MlpKind::Dense) {
+        ffn = swigluMlp(h2, pre + "mlp.gate_proj.weight",
+                        pre + "mlp.up_proj.weight", pre + "mlp.down_proj.weight",
+                        c.denseIntermediateSize);
+      } else {
+        const std::string m = pre + "block_sparse_moe.";
+        // Router (§1.4): FP32 logits, sigmoid, top-k on score + bias, the
+        // unbiased scores renormalized and scaled.
+        std::vector<float> logitsE = matvec(h2, m + "gate.weight", c.numExperts);
+        std::vector<double> score(c.numExperts), biased(c.numExperts);
+        for (int64_t e = 0; e < c.numExperts; ++e) {
+          score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(logitsE[e])));
+          biased[e] = score[e] +
+                      (c.routingBias ? w(m + "e_score_correction_bias")[e] : 0.0);
+        }
+        std::vector<int64_t> order(c.numExperts);
+        std::iota(order.begin(), order.end(), 0);
+        // Biased score descending; the lower expert id wins a tie.
+        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return biased[a] != biased[b] ? biased[a] > biased[b] : a < b;
+        });
+        double total = 0;
+        for (int64_t i = 0; i < c.expertsPerToken; ++i)
+          total += score[order[i]];
+        std::vector<double> routed(H, 0.0);
+        for (int64_t i = 0; i < c.expertsPerToken; ++i) {
+          int64_t e = order[i];
+          double weight = (c.renormalize ? score[e] / total : score[e]) *
+                          c.routedScalingFactor;
+          const std::string x0 = m + "experts." + std::to_string(e) + ".";
+          std::vector<float> g = roundAll(matvec(h2, x0 + "w1.weight", c.moeIntermediateSize));
+          std::vector<float> u = roundAll(matvec(h2, x0 + "w3.weight", c.moeIntermediateSize));
+          std::vector<float> a(c.moeIntermediateSize);
+          for (int64_t j = 0; j < c.moeIntermediateSize; ++j)
+            a[j] = roundBF16(swiglu(g[j], u[j], c.swigluAlpha, c.swigluLimit));
+          std::vector<float> d = matvec(a, x0 + "w2.weight", H);
+          for (int64_t j = 0; j < H; ++j)
+            routed[j] += weight * d[j];
+        }
+        std::vector<float> shared(H, 0.0f);
+        if (c.numSharedExperts > 0)
+          shared = swigluMlp(h2, m + "shared_experts.gate_proj.weight",
+                             m + "shared_experts.up_proj.weight",
+                             m + "shared_experts.down_proj.weight",
+                             c.sharedIntermediateSize);
+        for (int64_t j = 0; j < H; ++j)
+          ffn[j] = roundBF16(roundBF16(static_cast<float>(routed[j])) + shared[j]);
+      }
+      for (int64_t i = 0; i < H; ++i)
+        x[i] = roundBF16(residual[i] + ffn[i]);
+    }
+    std::vector<float> normed = rmsNorm(x, "model.norm.weight");
+    std::vector<float> row = matvec(normed, "lm_head.weight", c.vocabSize);
+    logits.insert(logits.end(), row.begin(), row.end());
+    ++seq.length;
+  }
+  return logits;
+}

@@ -1,0 +1,294 @@
+//===- ReferenceTest.cpp - The MSA reference on hand-made inputs ----------===//
+//
+// Part of msac's tests. The reference's selection and attention pieces on
+// the sparse-attention cases of shared/cases/bug-cases.md family 1 (B01,
+// B02, B04, B08, B11, B13) and the top-k edge cases of msa-m3-spec.md §2.5,
+// each expected value derived from the case's construction; then the whole
+// reference model on a synthetic checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "M3Reference.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+using namespace msac::reference;
+
+namespace {
+
+std::vector<int32_t> range(int32_t first, int32_t last) {
+  std::vector<int32_t> v;
+  for (int32_t b = first; b <= last; ++b)
+    v.push_back(b);
+  return v;
+}
+
+std::vector<int32_t> padded(std::vector<int32_t> v, size_t k) {
+  v.resize(k, -1);
+  return v;
+}
+
+TEST(SelectBlocks, FewerThanKBlocksSelectsAllInOrder) {
+  std::vector<float> scores(40, 1.0f);
+  EXPECT_EQ(selectBlocks(scores, 0, 16, 128, 1, 0), padded({0}, 16));
+  EXPECT_EQ(selectBlocks(scores, 127, 16, 128, 1, 0), padded({0}, 16));
+  EXPECT_EQ(selectBlocks(scores, 128, 16, 128, 1, 0), padded({0, 1}, 16));
+  EXPECT_EQ(selectBlocks(scores, 2047, 16, 128, 1, 0), range(0, 15));
+}
+
+TEST(SelectBlocks, B04TiesGoToTheLowerBlockId) {
+  std::vector<float> zeros(40, 0.0f);
+  std::vector<int32_t> expected = range(0, 14);
+  expected.push_back(39);
+  EXPECT_EQ(selectBlocks(zeros, 39 * 128 + 5, 16, 128, 1, 0), expected);
+  // 10 blocks score 5.0 and 20 score exactly 3.0 for the last 5 slots.
+  std::vector<float> scores(40, 0.0f);
+  for (int b = 20; b < 30; ++b)
+    scores[b] = 5.0f;
+  for (int b = 0; b < 20; ++b)
+    scores[b] = 3.0f;
+  std::vector<int32_t> sel = selectBlocks(scores, 5119, 16, 128, 1, 0);
+  std::vector<int32_t> want = range(20, 29);
+  for (int32_t b : range(0, 4))
+    want.push_back(b);
+  want.push_back(39);
+  EXPECT_EQ(sel, want);
+  // Deterministic: the same call always gives the same list.
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(selectBlocks(scores, 5119, 16, 128, 1, 0), sel);
+}
+
+TEST(SelectBlocks, ForcedLocalAndInitBlocksAndNaN) {
+  std::vector<float> scores(20);
+  for (int b = 0; b < 20; ++b)
+    scores[b] = static_cast<float>(b); // later blocks score higher
+  scores[18] = NAN;
+  // L = 19: best 15 of 0..18 are 17..3 (18 is NaN and ranks last).
+  std::vector<int32_t> want = range(3, 17);
+  std::reverse(want.begin(), want.end());
+  want.push_back(19);
+  EXPECT_EQ(selectBlocks(scores, 19 * 128, 16, 128, 1, 0), want);
+  // One init block, two local blocks.
+  std::vector<int32_t> withInit = selectBlocks(scores, 19 * 128, 16, 128, 2, 1);
+  EXPECT_EQ(withInit.front(), 0);
+  EXPECT_EQ(withInit[14], 18);
+  EXPECT_EQ(withInit[15], 19);
+  EXPECT_EQ(std::count(withInit.begin(), withInit.end(), 0), 1);
+}
+
+/// A context of `blocks` full blocks whose index keys are the basis vector
+/// e_j for every token of block j (dimension 64).
+std::vector<float> basisKeys(int blocks, int dim) {
+  std::vector<float> keys(size_t(blocks) * 128 * dim, 0.0f);
+  for (int j = 0; j < blocks * 128; ++j)
+    keys[size_t(j) * dim + j / 128] = 1.0f;
+  return keys;
+}
+
+TEST(BlockScores, B01EachGroupSelectsItsOwnBlocks) {
+  const int dim = 64;
+  std::vector<float> keys = basisKeys(40, dim);
+  const int first[4] = {0, 10, 20, 24};
+  for (int g = 0; g < 4; ++g) {
+    std::vector<float> q(dim, 0.0f);
+    for (int j = first[g]; j < first[g] + 15; ++j)
+      q[j] = 100.0f - j; // strictly decreasing inside the range
+    std::vector<float> scores =
+        blockScores(q.data(), keys.data(), 5120, dim, 5119, 128);
+    std::vector<int32_t> sel = selectBlocks(scores, 5119, 16, 128, 1, 0);
+    std::vector<int32_t> want = range(first[g], first[g] + 14);
+    want.push_back(39);
+    std::sort(sel.begin(), sel.end());
+    EXPECT_EQ(sel, want) << "group " << g;
+  }
+}
+
+TEST(BlockScores, B13MaxPoolReadsEveryTokenOfTheBlock) {
+  const int dim = 4;
+  for (int offset : {77, 127, 0}) {
+    std::vector<float> keys(5120 * dim, 0.0f);
+    keys[size_t(9 * 128 + offset) * dim] = 100.0f; // the needle
+    if (offset != 0)
+      keys[size_t(9 * 128) * dim] = -50.0f; // block 9's first token lowest
+    std::vector<float> q = {1, 0, 0, 0};
+    std::vector<float> scores =
+        blockScores(q.data(), keys.data(), 5120, dim, 5119, 128);
+    EXPECT_EQ(scores[9], 100.0f) << offset;
+    std::vector<int32_t> sel = selectBlocks(scores, 5119, 16, 128, 1, 0);
+    EXPECT_EQ(sel[0], 9) << offset;
+  }
+}
+
+TEST(BlockScores, B08EachTokenSeesOnlyItsPast) {
+  const int dim = 32;
+  std::vector<float> keys = basisKeys(17, dim); // tokens 0..2175
+  std::vector<float> q(dim, 1.0f);
+  q[16] = 50.0f; // block 16 (from token 2048) scores highest
+  for (int64_t p : {2046, 2047, 2048, 2049}) {
+    std::vector<float> scores =
+        blockScores(q.data(), keys.data(), 17 * 128, dim, p, 128);
+    std::vector<int32_t> sel = selectBlocks(scores, p, 16, 128, 1, 0);
+    if (p < 2048) {
+      EXPECT_EQ(scores.size(), 16u) << "block 16 is not visible at " << p;
+      EXPECT_EQ(sel, range(0, 15));
+    } else {
+      EXPECT_EQ(sel.back(), 16);
+      EXPECT_EQ(std::count(sel.begin(), sel.end(), 16), 1);
+      EXPECT_EQ(std::count(sel.begin(), sel.end(), -1), 0);
+    }
+  }
+  // Short context: tokens 0..3 see one block, 15 empty slots.
+  for (int64_t p = 0; p < 4; ++p)
+    EXPECT_EQ(selectBlocks(blockScores(q.data(), keys.data(), 4, dim, p, 128),
+                           p, 16, 128, 1, 0),
+              padded({0}, 16));
+}
+
+TEST(Attend, SingleKeyGivesItsValue) {
+  // §3.1: one key, zero query -> output = v, LSE = 0.
+  std::vector<float> q(8, 0.0f), k(8, 0.3f), v = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> out(8);
+  float lse = attend(q.data(), k.data(), v.data(), 1, 8, 0, 0.25f, nullptr,
+                     128, out.data());
+  EXPECT_EQ(out, v);
+  EXPECT_EQ(lse, 0.0f);
+}
+
+TEST(Attend, B11OrderAndCausalMaskInsideTheLocalBlock) {
+  const int dim = 8, blocks = 22;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> keys(size_t(blocks) * 128 * dim), values(keys.size()),
+      q(dim);
+  for (float &x : keys)
+    x = normal(rng);
+  for (float &x : values)
+    x = normal(rng);
+  for (float &x : q)
+    x = normal(rng);
+  const int64_t k20 = 20 * 128;
+  for (int64_t p : {k20, k20 + 1, k20 + 63, k20 + 64, k20 + 127}) {
+    std::vector<int32_t> asc = {3, 7, 20}, desc = {20, 7, 3},
+                         shuffled = {7, 20, 3}, beyond = {3, 7, 20, 21};
+    std::vector<float> a(dim), b(dim), c(dim), d(dim);
+    float la = attend(q.data(), keys.data(), values.data(), blocks * 128, dim,
+                      p, 0.35f, &asc, 128, a.data());
+    attend(q.data(), keys.data(), values.data(), blocks * 128, dim, p, 0.35f,
+           &desc, 128, b.data());
+    attend(q.data(), keys.data(), values.data(), blocks * 128, dim, p, 0.35f,
+           &shuffled, 128, c.data());
+    float ld = attend(q.data(), keys.data(), values.data(), blocks * 128, dim,
+                      p, 0.35f, &beyond, 128, d.data());
+    EXPECT_TRUE(std::isfinite(la));
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, c);
+    EXPECT_EQ(a, d); // block 21 lies beyond p and contributes nothing
+    EXPECT_EQ(la, ld);
+    // Only keys j <= p of block 20: compare with an explicit key list.
+    std::vector<float> manual(dim, 0.0f);
+    double zmax = -INFINITY, sum = 0;
+    std::vector<int64_t> js;
+    for (int b0 : {3, 7})
+      for (int t = 0; t < 128; ++t)
+        js.push_back(b0 * 128 + t);
+    for (int64_t j = k20; j <= p; ++j)
+      js.push_back(j);
+    std::vector<double> z;
+    for (int64_t j : js) {
+      double dot = 0;
+      for (int c0 = 0; c0 < dim; ++c0)
+        dot += double(q[c0]) * keys[j * dim + c0];
+      z.push_back(dot * 0.35f);
+      zmax = std::max(zmax, z.back());
+    }
+    for (double &zz : z)
+      sum += (zz = std::exp(zz - zmax));
+    for (int c0 = 0; c0 < dim; ++c0) {
+      double acc = 0;
+      for (size_t i = 0; i < js.size(); ++i)
+        acc += z[i] * values[js[i] * dim + c0];
+      EXPECT_NEAR(a[c0], acc / sum, 1e-6);
+    }
+  }
+  // No visible key at all: zero output and -inf LSE, never NaN.
+  std::vector<int32_t> none = {-1, -1};
+  std::vector<float> out(dim, 1.0f);
+  float lse = attend(q.data(), keys.data(), values.data(), blocks * 128, dim,
+                     5, 0.35f, &none, 128, out.data());
+  EXPECT_EQ(lse, -INFINITY);
+  for (float x : out)
+    EXPECT_EQ(x, 0.0f);
+}
+
+/// The reference model on the tiny synthetic checkpoint (written by
+/// msac-synth in the lit test that runs this binary with MSAC_TINY_MODEL).
+class ReferenceModel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const char *dir = std::getenv("MSAC_TINY_MODEL");
+    if (!dir || !std::filesystem::exists(dir))
+      GTEST_FAIL() << "set MSAC_TINY_MODEL to a msac-synth tiny checkpoint";
+    msac::ckpt::Diagnostics diags;
+    model = M3Reference::load(dir, diags);
+    ASSERT_TRUE(model);
+  }
+  std::unique_ptr<M3Reference> model;
+};
+
+TEST_F(ReferenceModel, ChunkedPrefillAndDecodeAgreeWithOneShotPrefill) {
+  std::vector<int32_t> prompt(300);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((i * 37 + 11) % 500);
+  auto oneShot = model->newSequence();
+  std::vector<float> a = model->forward(oneShot, prompt);
+  auto chunked = model->newSequence();
+  std::vector<float> b;
+  for (size_t start = 0; start < prompt.size(); start += 100) {
+    std::vector<int32_t> chunk(prompt.begin() + start,
+                               prompt.begin() + start + 100);
+    std::vector<float> part = model->forward(chunked, chunk);
+    b.insert(b.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(a, b);
+  for (float x : a)
+    ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST_F(ReferenceModel, SelectionIsActiveBeyondSixteenBlocks) {
+  // 2,100 tokens: the last tokens see 17 blocks, so one block is dropped.
+  std::vector<int32_t> prompt(2100);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((i * 7919 + 3) % 509);
+  auto seq = model->newSequence();
+  std::vector<float> logits = model->forward(seq, prompt);
+  ASSERT_EQ(logits.size(), prompt.size() * 512);
+  for (float x : logits)
+    ASSERT_TRUE(std::isfinite(x));
+  const auto &sel = model->lastSelections();
+  ASSERT_EQ(sel.size(), 2u); // layers 1 and 2 are MSA
+  for (const auto &[layer, perToken] : sel) {
+    const auto &last = perToken.back(); // position 2099, local block 16
+    for (const std::vector<int32_t> &groupSel : last) {
+      EXPECT_EQ(groupSel.back(), 16);
+      EXPECT_EQ(std::count(groupSel.begin(), groupSel.end(), -1), 0);
+      std::vector<int32_t> sorted(groupSel);
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    }
+  }
+  // Logits are well scaled: neither exploding nor collapsed.
+  double sumSq = 0;
+  for (float x : logits)
+    sumSq += double(x) * x;
+  double rms = std::sqrt(sumSq / logits.size());
+  EXPECT_GT(rms, 0.05);
+  EXPECT_LT(rms, 50.0);
+}
+
+} // namespace
