@@ -601,6 +601,12 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("--threads", opts.threads, "Worker threads (0 = all cores)");
   app.add_flag("--force", opts.force, "Overwrite a non-empty output folder");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    // Help and version exit 0; usage errors exit 2, as in msac.
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   return Synthesizer(opts).run();
 }

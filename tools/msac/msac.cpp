@@ -18,6 +18,8 @@
 #include "msac/Checkpoint/MemoryPlan.h"
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
+#include "msac/Codegen/Artifact.h"
+#include "msac/Codegen/HostProgram.h"
 #include "msac/Import/M3Importer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -35,39 +37,69 @@
 using namespace llvm;
 using namespace msac;
 
+static cl::OptionCategory msacCategory("msac options");
+
 static cl::SubCommand importCommand("import",
                                     "Check a checkpoint folder and print its "
                                     "model in the msa dialect");
+static cl::SubCommand compileCommand(
+    "compile", "Compile a checkpoint folder to an artifact for msac-run");
 static cl::SubCommand planCommand(
     "plan", "Report weight and KV-cache memory of a model folder");
 
 static cl::opt<std::string> importDir(cl::Positional, cl::Required,
                                       cl::desc("<model-dir>"),
-                                      cl::sub(importCommand));
+                                      cl::sub(importCommand), cl::cat(msacCategory));
 static cl::opt<std::string> planDir(cl::Positional, cl::Required,
                                     cl::desc("<model-dir>"),
-                                    cl::sub(planCommand));
-static cl::opt<std::string> outputFile("o", cl::desc("Output file (default: -)"),
-                                       cl::value_desc("file"), cl::init("-"),
-                                       cl::sub(importCommand));
+                                    cl::sub(planCommand), cl::cat(msacCategory));
+static cl::opt<std::string> compileDir(cl::Positional, cl::Required,
+                                       cl::desc("<model-dir>"),
+                                       cl::sub(compileCommand),
+                                       cl::cat(msacCategory));
+static cl::opt<std::string> outputFile(
+    "o", cl::desc("Output: IR file for import (default: -), artifact folder "
+                  "for compile"),
+    cl::value_desc("path"), cl::init("-"), cl::sub(importCommand),
+    cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<std::string> target("target",
+                                   cl::desc("Compilation target: host"),
+                                   cl::init("host"), cl::sub(compileCommand),
+                                   cl::cat(msacCategory));
+enum class EmitStage { Msa, Kernels, LLVM, Artifact };
+static cl::opt<EmitStage> emit(
+    "emit", cl::desc("Stop after a stage and print its IR"),
+    cl::values(clEnumValN(EmitStage::Msa, "msa", "the imported msa IR"),
+               clEnumValN(EmitStage::Kernels, "kernels",
+                          "the host kernels (scf/arith/math/llvm)"),
+               clEnumValN(EmitStage::LLVM, "llvm",
+                          "the host kernels in the LLVM dialect"),
+               clEnumValN(EmitStage::Artifact, "artifact",
+                          "the artifact folder (default)")),
+    cl::init(EmitStage::Artifact), cl::sub(compileCommand),
+    cl::cat(msacCategory));
+static cl::opt<std::string> lldPath(
+    "lld", cl::desc("ld.lld used to link the host kernels"),
+    cl::init("/usr/lib/llvm-22/bin/ld.lld"), cl::sub(compileCommand),
+    cl::cat(msacCategory));
 static cl::opt<std::string>
     kvCacheDType("kv-cache-dtype",
                  cl::desc("KV-cache element format: bf16, fp8, nvfp4"),
-                 cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand));
+                 cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<std::string> indexCacheDType(
     "index-cache-dtype",
     cl::desc("Index-key cache element format: bf16, fp8, nvfp4"),
-    cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand));
+    cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<int64_t> maxSeqLen(
     "max-seq-len",
     cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
-    cl::init(0), cl::sub(planCommand));
+    cl::init(0), cl::sub(planCommand), cl::cat(msacCategory));
 static cl::opt<std::string>
     memory("memory",
            cl::desc("Cache memory budget, e.g. 80GiB or 141GB (default: none)"),
-           cl::init(""), cl::sub(planCommand));
+           cl::init(""), cl::sub(planCommand), cl::cat(msacCategory));
 static cl::opt<bool> planJson("json", cl::desc("Print the plan as JSON"),
-                              cl::sub(planCommand));
+                              cl::sub(planCommand), cl::cat(msacCategory));
 
 namespace {
 
@@ -95,7 +127,24 @@ bool hasTensors(const std::string &dir) {
   return false;
 }
 
+/// A model folder must exist and be a directory.
+bool checkModelDir(const std::string &dir) {
+  if (!sys::fs::exists(dir)) {
+    WithColor::error(errs(), "msac") << dir << ": no such model folder\n";
+    return false;
+  }
+  if (!sys::fs::is_directory(dir)) {
+    WithColor::error(errs(), "msac")
+        << dir << ": is a file; pass the checkpoint folder that holds "
+        << "config.json and the safetensors shards\n";
+    return false;
+  }
+  return true;
+}
+
 int runImport() {
+  if (!checkModelDir(importDir))
+    return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
     return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
@@ -135,7 +184,92 @@ int runImport() {
   return 0;
 }
 
+void progress(int step, int total, const Twine &what) {
+  errs() << "[" << step << "/" << total << "] " << what << "\n";
+}
+
+int runCompile() {
+  if (target != "host")
+    return usageError("--target '" + target +
+                      "' is not available yet; use --target host");
+  if (!checkModelDir(compileDir))
+    return 1;
+  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
+  if (!kv || !index)
+    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
+                      "fp8 or nvfp4");
+  if (emit == EmitStage::Artifact && outputFile == "-")
+    return usageError("compile needs -o ARTIFACT_DIR (e.g. -o model.msa)");
+  const int steps = 5;
+  progress(1, steps, "checking " + compileDir);
+  ckpt::Diagnostics diags;
+  std::optional<ckpt::ModelConfig> config =
+      ckpt::readModelConfig(compileDir, diags);
+  std::unique_ptr<ckpt::Checkpoint> checkpoint =
+      config ? ckpt::Checkpoint::open(compileDir, diags) : nullptr;
+  std::optional<ckpt::ModelWeights> weights;
+  if (checkpoint && !diags.hasErrors())
+    weights = ckpt::resolveWeights(*config, *checkpoint, diags);
+  printDiagnostics(diags);
+  if (!weights || diags.hasErrors()) {
+    WithColor::error(errs(), "msac") << compileDir << ": " << diags.errorCount()
+                                     << " problem(s) found; nothing was compiled\n";
+    return 1;
+  }
+  progress(2, steps, "importing the model to the msa dialect");
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importModel(context, *config, *weights, {*kv, *index});
+  if (!module)
+    return 3;
+  auto print = [&](mlir::Operation *op) {
+    std::error_code ec;
+    ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
+    if (ec)
+      return usageError("cannot open " + outputFile + ": " + ec.message());
+    op->print(out.os());
+    out.keep();
+    return 0;
+  };
+  if (emit == EmitStage::Msa)
+    return print(*module);
+  progress(3, steps, "generating host kernels and the launch schedule");
+  mlir::FailureOr<HostProgram> program = buildHostProgram(*module);
+  if (failed(program))
+    return 1;
+  if (emit == EmitStage::Kernels)
+    return print(*program->kernels);
+  if (failed(lowerKernelsToLLVM(*program->kernels))) {
+    WithColor::error(errs(), "msac") << "lowering the kernels to LLVM failed\n";
+    return 3;
+  }
+  if (emit == EmitStage::LLVM)
+    return print(*program->kernels);
+  progress(4, steps, "compiling " + Twine(program->kernelNames.size()) +
+                         " kernels for x86-64");
+  if (std::error_code ec =
+          sys::fs::create_directories(outputFile + "/kernels"))
+    return usageError("cannot create " + outputFile + ": " + ec.message());
+  std::string error = emitHostSharedObject(
+      *program->kernels, outputFile + "/kernels/host-x86_64.so", lldPath);
+  if (!error.empty()) {
+    WithColor::error(errs(), "msac") << error << "\n";
+    return 1;
+  }
+  progress(5, steps, "writing weights and manifest to " + outputFile);
+  error = writeArtifact(outputFile, *program, *config, *checkpoint, compileDir);
+  if (!error.empty()) {
+    WithColor::error(errs(), "msac") << error << "\n";
+    return 1;
+  }
+  outs() << "msac: wrote " << outputFile << " (" << program->kernelNames.size()
+         << " kernels, " << program->schedule.size() << " launches per step)\n";
+  return 0;
+}
+
 int runPlan() {
+  if (!checkModelDir(planDir))
+    return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
     return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
@@ -182,6 +316,7 @@ int runPlan() {
 
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions(msacCategory);
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n";
   });
@@ -189,10 +324,14 @@ int main(int argc, char **argv) {
       argc, argv,
       "msac: ahead-of-time compiler for MiniMax-M3-family models\n\n"
       "  msac import MODEL_DIR   check a checkpoint and print its msa IR\n"
+      "  msac compile MODEL_DIR --target host -o MODEL.msa\n"
+      "                          compile to an artifact for msac-run\n"
       "  msac plan MODEL_DIR     weight and KV-cache memory report\n");
   if (importCommand)
     return runImport();
   if (planCommand)
     return runPlan();
+  if (compileCommand)
+    return runCompile();
   return usageError("no subcommand given; run `msac --help`");
 }

@@ -44,10 +44,10 @@ std::vector<float> msac::reference::blockScores(const float *q,
   std::vector<float> scores(last / blockSize + 1,
                             -std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j <= last; ++j) {
-    double dot = 0;
+    float dot = 0;
     for (int64_t c = 0; c < dim; ++c)
-      dot += static_cast<double>(q[c]) * keys[j * dim + c];
-    float s = static_cast<float>(dot);
+      dot += q[c] * keys[j * dim + c];
+    float s = dot;
     float &best = scores[j / blockSize];
     if (!std::isnan(s) && s > best) // a NaN token score never wins
       best = s;
@@ -115,27 +115,28 @@ float msac::reference::attend(const float *q, const float *keys,
   std::fill(out, out + dim, 0.0f);
   if (visible.empty())
     return -INFINITY;
-  std::vector<double> z(visible.size());
-  double zmax = -INFINITY;
+  // FP32 throughout (§3.2): scores, max, exponentials, sums.
+  std::vector<float> z(visible.size());
+  float zmax = -INFINITY;
   for (size_t i = 0; i < visible.size(); ++i) {
-    double dot = 0;
+    float dot = 0;
     for (int64_t c = 0; c < dim; ++c)
-      dot += static_cast<double>(q[c]) * keys[visible[i] * dim + c];
+      dot += q[c] * keys[visible[i] * dim + c];
     z[i] = dot * scale;
     zmax = std::max(zmax, z[i]);
   }
-  double sum = 0;
-  for (double &zi : z) {
+  float sum = 0;
+  for (float &zi : z) {
     zi = std::exp(zi - zmax);
     sum += zi;
   }
   for (int64_t c = 0; c < dim; ++c) {
-    double acc = 0;
+    float acc = 0;
     for (size_t i = 0; i < visible.size(); ++i)
       acc += z[i] * values[visible[i] * dim + c];
-    out[c] = static_cast<float>(acc / sum);
+    out[c] = acc / sum;
   }
-  return static_cast<float>(zmax + std::log(sum));
+  return zmax + std::log(sum);
 }
 
 //===----------------------------------------------------------------------===//
@@ -295,9 +296,9 @@ std::vector<float> M3Reference::matvec(const std::vector<float> &x,
   const int64_t k = static_cast<int64_t>(x.size());
   std::vector<float> y(n);
   for (int64_t r = 0; r < n; ++r) {
-    double acc = 0;
+    float acc = 0;
     for (int64_t c = 0; c < k; ++c)
-      acc += static_cast<double>(x[c]) * m[r * k + c];
+      acc += x[c] * m[r * k + c];
     y[r] = static_cast<float>(acc);
   }
   return y;
@@ -361,9 +362,11 @@ std::vector<float> M3Reference::forward(Sequence &seq,
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<float> logits;
   selections.clear();
+  margins.clear();
 
   for (size_t t = 0; t < tokens.size(); ++t) {
     const int64_t p = seq.length; // this token's position
+    double margin = INFINITY;
     const std::vector<float> &embed = w("model.embed_tokens.weight");
     std::vector<float> x(embed.begin() + int64_t(tokens[t]) * H,
                          embed.begin() + (int64_t(tokens[t]) + 1) * H);
@@ -407,6 +410,18 @@ std::vector<float> M3Reference::forward(Sequence &seq,
               &iq[g * s.indexDim], ic.data(), p + 1, s.indexDim, p, B);
           std::vector<int32_t> blocks = selectBlocks(
               scores, p, s.topkBlocks, B, s.localBlocks, s.initBlocks);
+          // Margin between the last ranked block and the best rejected one.
+          const int64_t L = p / B;
+          if (L + 1 > s.topkBlocks) {
+            float lastChosen = scores[blocks[s.topkBlocks - s.localBlocks - 1]];
+            float bestRejected = -INFINITY;
+            for (int64_t b0 = s.initBlocks; b0 <= L - s.localBlocks; ++b0)
+              if (std::find(blocks.begin(), blocks.end(), b0) == blocks.end())
+                bestRejected = std::max(bestRejected, scores[b0]);
+            margin = std::min<double>(
+                margin, (lastChosen - bestRejected) /
+                            std::max(1.0f, std::fabs(lastChosen)));
+          }
           perToken.back().push_back(blocks);
           for (int64_t head = g * group; head < (g + 1) * group; ++head)
             attend(&q[head * D], seq.keys[l * Hkv + g].data(),
@@ -454,6 +469,9 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         double total = 0;
         for (int64_t i = 0; i < c.expertsPerToken; ++i)
           total += score[order[i]];
+        if (c.numExperts > c.expertsPerToken)
+          margin = std::min(margin, biased[order[c.expertsPerToken - 1]] -
+                                        biased[order[c.expertsPerToken]]);
         std::vector<double> routed(H, 0.0);
         for (int64_t i = 0; i < c.expertsPerToken; ++i) {
           int64_t e = order[i];
@@ -484,6 +502,7 @@ std::vector<float> M3Reference::forward(Sequence &seq,
     std::vector<float> normed = rmsNorm(x, "model.norm.weight");
     std::vector<float> row = matvec(normed, "lm_head.weight", c.vocabSize);
     logits.insert(logits.end(), row.begin(), row.end());
+    margins.push_back(margin);
     ++seq.length;
   }
   return logits;

@@ -91,6 +91,14 @@ public:
     return selections;
   }
 
+  /// For each token of the last `forward` call, the smallest margin of a
+  /// discrete decision it made (over all layers): the gap between the last
+  /// chosen and the first rejected expert's biased router score, and
+  /// between the last chosen and first rejected block score (relative to
+  /// max(1, |score|)). A tiny margin means another correct implementation
+  /// may round to the other choice.
+  const std::vector<double> &lastMargins() const { return margins; }
+
   const ckpt::ModelConfig &config() const { return cfg; }
 
 private:
@@ -109,6 +117,7 @@ private:
   ckpt::ModelConfig cfg;
   std::map<std::string, std::vector<float>> weights;
   std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> selections;
+  std::vector<double> margins;
 };
 
 } // namespace msac::reference

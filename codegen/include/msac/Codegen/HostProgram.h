@@ -1,0 +1,86 @@
+//===- HostProgram.h - Kernels and launch schedule for the host -*- C++ -*-===//
+//
+// Part of msac.
+//
+// Turns the imported `@forward` function (msa/bsq IR on tensors) into
+//   * a kernel module: one function per distinct op instance (same op, same
+//     attributes, same types share a kernel), whose body the compiler emits
+//     as loops in the scf/arith/math/llvm dialects, ready for LLVM;
+//   * a launch schedule: the ordered kernel launches of one forward step,
+//     each naming the buffers it reads and writes;
+//   * a buffer plan: every input, cache, weight and intermediate buffer with
+//     its element type and shape, dynamic extents named by symbols
+//     (`T` tokens in the step, `N` logits rows, `MB` block-table columns).
+//
+// Kernel ABI (C): `void kernel(void **buffers, const int64_t *scalars)`,
+// where `scalars` is always {T, N, MB}.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_CODEGEN_HOSTPROGRAM_H
+#define MSAC_CODEGEN_HOSTPROGRAM_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace msac {
+
+/// An extent of a buffer shape: a constant, or a symbol (`T`, `N`, `MB`).
+struct Extent {
+  int64_t value = 0;
+  std::string symbol; // empty for a constant
+};
+
+struct BufferDesc {
+  enum class Kind { Input, Cache, Weight, Activation };
+  Kind kind;
+  std::string name;   ///< argument name, weight name, or `t<id>`
+  std::string dtype;  ///< bf16, f32, i32, ...
+  std::vector<Extent> shape;
+  /// Cache buffers: heads, page size and head dim (the page count is the
+  /// runtime's); inputs: the function argument index.
+  int64_t argument = -1;
+  int64_t heads = 0, pageSize = 0, headDim = 0;
+  /// Weights stacked over experts: the name pattern with `{}` and count.
+  int64_t stacked = 0;
+};
+
+struct Launch {
+  std::string kernel;
+  std::string op; ///< the msa/arith op it implements
+  std::vector<int64_t> buffers;
+};
+
+struct HostProgram {
+  mlir::OwningOpRef<mlir::ModuleOp> kernels;
+  std::vector<BufferDesc> buffers;
+  std::vector<Launch> schedule;
+  /// Buffers returned by `@forward`: logits first, then updated caches.
+  std::vector<int64_t> outputs;
+  std::vector<std::string> kernelNames;
+};
+
+/// Builds kernels and schedule from `module` (which must hold `@forward`).
+/// Emits an error on the op and fails for ops or types the host backend
+/// does not implement yet.
+mlir::FailureOr<HostProgram> buildHostProgram(mlir::ModuleOp module);
+
+/// Lowers a kernel module to the LLVM dialect (scf -> cf, arith, math,
+/// func -> llvm).
+mlir::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
+
+/// Translates an LLVM-dialect module to an optimized x86-64 object file
+/// and links it into a shared object at `soPath` with ld.lld. Returns an
+/// error message, or "" on success.
+std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
+                                 const std::string &soPath,
+                                 const std::string &lldPath);
+
+} // namespace msac
+
+#endif // MSAC_CODEGEN_HOSTPROGRAM_H

@@ -1,0 +1,174 @@
+//===- Artifact.cpp - Writing the msac artifact ---------------------------===//
+//
+// Part of msac.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Codegen/Artifact.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace msac;
+namespace json = llvm::json;
+
+static json::Value shapeJson(const std::vector<Extent> &shape) {
+  json::Array a;
+  for (const Extent &e : shape)
+    if (e.symbol.empty())
+      a.push_back(e.value);
+    else
+      a.push_back(e.symbol);
+  return a;
+}
+
+static const char *kindName(BufferDesc::Kind kind) {
+  switch (kind) {
+  case BufferDesc::Kind::Input:
+    return "input";
+  case BufferDesc::Kind::Cache:
+    return "cache";
+  case BufferDesc::Kind::Weight:
+    return "weight";
+  case BufferDesc::Kind::Activation:
+    return "activation";
+  }
+  return "?";
+}
+
+/// Replaces `{}` in a stacked weight name with the expert index.
+static std::string expand(const std::string &pattern, int64_t index) {
+  std::string s = pattern;
+  size_t at = s.find("{}");
+  return s.replace(at, 2, std::to_string(index));
+}
+
+std::string msac::writeArtifact(const std::string &dir,
+                                const HostProgram &program,
+                                const ckpt::ModelConfig &config,
+                                const ckpt::Checkpoint &checkpoint,
+                                const std::string &modelDir) {
+  constexpr uint64_t kAlign = 4096;
+  // weights.bin: every weight buffer, aligned.
+  std::string weightsPath = (llvm::Twine(dir) + "/weights.bin").str();
+  std::error_code ec;
+  llvm::raw_fd_ostream weights(weightsPath, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return "cannot write " + weightsPath + ": " + ec.message();
+  uint64_t offset = 0;
+  json::Array buffers;
+  for (auto [id, b] : llvm::enumerate(program.buffers)) {
+    json::Object o{{"id", static_cast<int64_t>(id)},
+                   {"kind", kindName(b.kind)},
+                   {"name", b.name},
+                   {"dtype", b.dtype},
+                   {"shape", shapeJson(b.shape)}};
+    if (b.kind == BufferDesc::Kind::Input)
+      o["argument"] = b.argument;
+    if (b.kind == BufferDesc::Kind::Cache) {
+      o["argument"] = b.argument;
+      o["heads"] = b.heads;
+      o["page_size"] = b.pageSize;
+      o["head_dim"] = b.headDim;
+    }
+    if (b.kind == BufferDesc::Kind::Weight) {
+      uint64_t padding = (kAlign - offset % kAlign) % kAlign;
+      weights.write_zeros(padding);
+      offset += padding;
+      o["offset"] = static_cast<int64_t>(offset);
+      int64_t count = b.stacked ? b.stacked : 1;
+      uint64_t bytes = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        std::string name = b.stacked ? expand(b.name, i) : b.name;
+        const ckpt::Checkpoint::Entry *entry = checkpoint.find(name);
+        if (!entry)
+          return "weight '" + name + "' is not in the checkpoint";
+        const uint8_t *data = entry->file->data(*entry->info);
+        weights.write(reinterpret_cast<const char *>(data),
+                      entry->info->numBytes());
+        bytes += entry->info->numBytes();
+      }
+      o["bytes"] = static_cast<int64_t>(bytes);
+      offset += bytes;
+    }
+    buffers.push_back(std::move(o));
+  }
+  weights.close();
+  if (weights.has_error())
+    return "cannot write " + weightsPath;
+
+  json::Array kernels;
+  for (const std::string &name : program.kernelNames)
+    kernels.push_back(json::Object{{"name", name}});
+  json::Array steps;
+  for (const Launch &l : program.schedule) {
+    json::Array ids;
+    for (int64_t id : l.buffers)
+      ids.push_back(id);
+    steps.push_back(
+        json::Object{{"kernel", l.kernel}, {"op", l.op}, {"buffers", std::move(ids)}});
+  }
+  json::Array outputs;
+  for (int64_t id : program.outputs)
+    outputs.push_back(id);
+  json::Array layers;
+  for (const ckpt::LayerSpec &layer : config.layers)
+    layers.push_back(json::Object{
+        {"attention", layer.attention == ckpt::AttentionKind::Sparse ? "sparse"
+                                                                      : "dense"},
+        {"mlp", layer.mlp == ckpt::MlpKind::MoE ? "moe" : "dense"}});
+  json::Array eos;
+  for (int64_t id : config.eosTokenIds)
+    eos.push_back(id);
+  json::Object model{
+      {"model_type", config.modelType},
+      {"hidden_size", config.hiddenSize},
+      {"num_layers", config.numLayers},
+      {"num_attention_heads", config.numHeads},
+      {"num_key_value_heads", config.numKVHeads},
+      {"head_dim", config.headDim},
+      {"vocab_size", config.vocabSize},
+      {"max_position_embeddings", config.maxPositionEmbeddings},
+      {"page_size", config.sparse.blockSize > 0 ? config.sparse.blockSize : 128},
+      {"index_dim", config.sparse.indexDim},
+      {"topk_blocks", config.sparse.topkBlocks},
+      {"layers", std::move(layers)},
+      {"eos_token_ids", std::move(eos)}};
+  if (config.bosTokenId)
+    model["bos_token_id"] = *config.bosTokenId;
+
+  json::Object manifest{
+      {"format", "msac-artifact"},
+      {"format_version", kArtifactFormatVersion},
+      {"producer", "msac " MSAC_VERSION},
+      {"model", std::move(model)},
+      {"targets",
+       json::Array{json::Object{{"name", "host-x86_64"},
+                                {"kernels_file", "kernels/host-x86_64.so"},
+                                {"abi", "void(void **buffers, const int64_t "
+                                        "*scalars /* T, N, MB */)"}}}},
+      {"kernels", std::move(kernels)},
+      {"buffers", std::move(buffers)},
+      // One forward function serves prefill, chunked prefill and decode: the
+      // schedule is the same, only T (tokens in the step) differs.
+      {"schedules", json::Object{{"prefill", json::Array(steps)},
+                                 {"decode", std::move(steps)}}},
+      {"outputs", std::move(outputs)},
+      {"weights", json::Object{{"file", "weights.bin"},
+                               {"bytes", static_cast<int64_t>(offset)},
+                               {"alignment", static_cast<int64_t>(kAlign)}}}};
+  std::string manifestPath = (llvm::Twine(dir) + "/manifest.json").str();
+  llvm::raw_fd_ostream out(manifestPath, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return "cannot write " + manifestPath + ": " + ec.message();
+  out << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
+
+  std::string tokenizer = (llvm::Twine(modelDir) + "/tokenizer.json").str();
+  if (llvm::sys::fs::exists(tokenizer))
+    if (std::error_code copy = llvm::sys::fs::copy_file(
+            tokenizer, (llvm::Twine(dir) + "/tokenizer.json").str()))
+      return "cannot copy tokenizer.json: " + copy.message();
+  return "";
+}

@@ -1,0 +1,945 @@
+//===- HostProgram.cpp - Kernels and launch schedule for the host ---------===//
+//
+// Part of msac.
+//
+// Every kernel body below is emitted as MLIR (scf loops, arith, math and
+// llvm pointer ops) from the semantics of the msa op it implements
+// (msa-m3-spec.md; the ops' descriptions). Arithmetic is FP32; BF16 storage
+// is widened on load and rounded to nearest even on store.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Codegen/HostProgram.h"
+#include "msac/Dialect/BSQ/IR/BSQOps.h"
+#include "msac/Dialect/MSA/IR/MSAOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace mlir;
+using namespace msac;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Kernel body builder
+//===----------------------------------------------------------------------===//
+
+/// Emits loops and memory accesses inside one kernel function
+/// `(ptr buffers, ptr scalars)`.
+class KB {
+public:
+  KB(OpBuilder &b, Location loc, Value buffers, Value scalars)
+      : b(b), loc(loc), bufs(buffers), scal(scalars) {
+    MLIRContext *ctx = b.getContext();
+    f32 = b.getF32Type();
+    i32 = b.getI32Type();
+    i16 = b.getI16Type();
+    i64 = b.getI64Type();
+    ptrT = LLVM::LLVMPointerType::get(ctx);
+  }
+
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value cf(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value toI64(Value index) {
+    return arith::IndexCastOp::create(b, loc, i64, index);
+  }
+  Value gep(Value base, Value index, Type elem) {
+    return LLVM::GEPOp::create(b, loc, ptrT, elem, base,
+                               ValueRange{toI64(index)});
+  }
+  /// Buffer `i` of the launch.
+  Value ptr(int i) {
+    Value slot = gep(bufs, c(i), ptrT);
+    return LLVM::LoadOp::create(b, loc, ptrT, slot);
+  }
+  /// Scalar `i` (0 = T, 1 = N, 2 = MB) as an index.
+  Value scalar(int i) {
+    Value v = LLVM::LoadOp::create(b, loc, i64, gep(scal, c(i), i64));
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+
+  Value loadF(Value base, Value index, Type storage) {
+    if (storage.isF32())
+      return LLVM::LoadOp::create(b, loc, f32, gep(base, index, f32));
+    assert(storage.isBF16() && "host kernels store bf16 or f32");
+    Value h = LLVM::LoadOp::create(b, loc, i16, gep(base, index, i16));
+    Value w = arith::ExtUIOp::create(b, loc, i32, h);
+    Value shifted = arith::ShLIOp::create(
+        b, loc, w, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
+    return arith::BitcastOp::create(b, loc, f32, shifted);
+  }
+  /// Stores an FP32 value; BF16 rounds to nearest even (NaN stays NaN).
+  void storeF(Value base, Value index, Value value, Type storage) {
+    if (storage.isF32()) {
+      LLVM::StoreOp::create(b, loc, value, gep(base, index, f32));
+      return;
+    }
+    auto ci = [&](int64_t v) {
+      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+    };
+    Value bits = arith::BitcastOp::create(b, loc, i32, value);
+    Value lsb = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, bits, ci(16)), ci(1));
+    Value rounded = arith::AddIOp::create(
+        b, loc, bits, arith::AddIOp::create(b, loc, lsb, ci(0x7FFF)));
+    Value high = arith::ShRUIOp::create(b, loc, rounded, ci(16));
+    Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO,
+                                        value, value);
+    Value result = arith::SelectOp::create(b, loc, isNan, ci(0x7FC0), high);
+    Value h = arith::TruncIOp::create(b, loc, i16, result);
+    LLVM::StoreOp::create(b, loc, h, gep(base, index, i16));
+  }
+  Value loadIndex(Value base, Value index) {
+    Value v = LLVM::LoadOp::create(b, loc, i32, gep(base, index, i32));
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+  void storeIndex(Value base, Value index, Value value) {
+    Value v = arith::IndexCastOp::create(b, loc, i32, value);
+    LLVM::StoreOp::create(b, loc, v, gep(base, index, i32));
+  }
+  /// A stack array of `n` floats, allocated at the kernel's entry.
+  Value scratch(int64_t n) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    Value count = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n));
+    return LLVM::AllocaOp::create(b, loc, ptrT, f32, count);
+  }
+
+  void loop(Value lb, Value ub, const std::function<void(Value)> &body) {
+    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forOp.getBody()->getTerminator());
+    body(forOp.getInductionVar());
+  }
+  /// `acc = init; for iv in [lb, ub): acc = body(iv, acc)`.
+  Value reduce(Value lb, Value ub, Value init,
+               const std::function<Value(Value, Value)> &body) {
+    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1), ValueRange{init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(forOp.getBody());
+    Value next = body(forOp.getInductionVar(), forOp.getRegionIterArgs()[0]);
+    scf::YieldOp::create(b, loc, next);
+    return forOp.getResult(0);
+  }
+  /// Several loop-carried values.
+  SmallVector<Value>
+  reduceN(Value lb, Value ub, ValueRange init,
+          const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(forOp.getBody());
+    SmallVector<Value> next =
+        body(forOp.getInductionVar(), forOp.getRegionIterArgs());
+    scf::YieldOp::create(b, loc, next);
+    return SmallVector<Value>(forOp.getResults());
+  }
+  void ifThen(Value cond, const std::function<void()> &then) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    then();
+  }
+  Value select(Value cond, Value a, Value bb) {
+    return arith::SelectOp::create(b, loc, cond, a, bb);
+  }
+
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value maxf(Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y);
+  }
+  Value minf(Value x, Value y) {
+    return arith::MinimumFOp::create(b, loc, x, y);
+  }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value iadd(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value imul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value idiv(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value irem(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  Value icmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value fcmp(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value sigmoid(Value x) {
+    return div(cf(1.0), add(cf(1.0), exp(sub(cf(0.0), x))));
+  }
+  /// sum_{k < n} a[aOff + k] * w[wOff + k], FP32.
+  Value dot(Value a, Value aOff, Type aType, Value w, Value wOff, Type wType,
+            int64_t n) {
+    return reduce(c(0), c(n), cf(0.0), [&](Value k, Value acc) {
+      Value x = loadF(a, iadd(aOff, k), aType);
+      Value y = loadF(w, iadd(wOff, k), wType);
+      return add(acc, mul(x, y));
+    });
+  }
+
+  OpBuilder &b;
+  Location loc;
+  Value bufs, scal;
+  Block *entry = nullptr;
+  Type f32, i32, i16, i64, ptrT;
+};
+
+Type elementOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+/// Product of the static dims after the first.
+int64_t innerElements(Value v) {
+  int64_t n = 1;
+  for (int64_t d : shapeOf(v).drop_front())
+    n *= d;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel bodies, one per op kind. `T`, `N`, `MB` are the step's scalars.
+//===----------------------------------------------------------------------===//
+
+void embeddingKernel(KB &k, msa::EmbeddingOp op) {
+  // buffers: ids, table, out
+  Value ids = k.ptr(0), table = k.ptr(1), out = k.ptr(2);
+  const int64_t h = shapeOf(op.getTable())[1];
+  Type te = elementOf(op.getTable()), oe = elementOf(op.getResult());
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    Value row = k.loadIndex(ids, t);
+    k.loop(k.c(0), k.c(h), [&](Value col) {
+      Value v = k.loadF(table, k.iadd(k.imul(row, k.c(h)), col), te);
+      k.storeF(out, k.iadd(k.imul(t, k.c(h)), col), v, oe);
+    });
+  });
+}
+
+void rmsNormKernel(KB &k, msa::RMSNormOp op) {
+  // buffers: in, weight, out; rows = T * inner / n
+  Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
+  const int64_t n = shapeOf(op.getInput()).back();
+  const int64_t rowsPerToken = innerElements(op.getInput()) / n;
+  Type ie = elementOf(op.getInput()), we = elementOf(op.getWeight());
+  const float eps = op.getEps().convertToFloat();
+  const bool offset = op.getUnitOffset();
+  Value rows = k.imul(k.scalar(0), k.c(rowsPerToken));
+  k.loop(k.c(0), rows, [&](Value r) {
+    Value base = k.imul(r, k.c(n));
+    Value ss = k.reduce(k.c(0), k.c(n), k.cf(0), [&](Value i, Value acc) {
+      Value x = k.loadF(in, k.iadd(base, i), ie);
+      return k.add(acc, k.mul(x, x));
+    });
+    Value mean = k.add(k.div(ss, k.cf(static_cast<double>(n))), k.cf(eps));
+    Value inv = math::RsqrtOp::create(k.b, k.loc, mean);
+    k.loop(k.c(0), k.c(n), [&](Value i) {
+      Value x = k.loadF(in, k.iadd(base, i), ie);
+      Value g = k.loadF(w, i, we);
+      if (offset)
+        g = k.add(g, k.cf(1.0));
+      k.storeF(out, k.iadd(base, i), k.mul(k.mul(x, inv), g), ie);
+    });
+  });
+}
+
+void linearKernel(KB &k, msa::LinearOp op) {
+  // buffers: in [T, K], weight [N, K], out [T, N]
+  Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
+  const int64_t kk = shapeOf(op.getInput())[1], n = shapeOf(op.getWeight())[0];
+  Type ie = elementOf(op.getInput()), we = elementOf(op.getWeight()),
+       oe = elementOf(op.getResult());
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    Value row = k.imul(t, k.c(kk));
+    k.loop(k.c(0), k.c(n), [&](Value j) {
+      Value acc = k.dot(in, row, ie, w, k.imul(j, k.c(kk)), we, kk);
+      k.storeF(out, k.iadd(k.imul(t, k.c(n)), j), acc, oe);
+    });
+  });
+}
+
+void ropeKernel(KB &k, msa::RoPEOp op) {
+  // buffers: in [T, H, D], positions [T], out
+  Value in = k.ptr(0), pos = k.ptr(1), out = k.ptr(2);
+  ArrayRef<int64_t> s = shapeOf(op.getInput());
+  const int64_t heads = s[1], d = s[2], r = op.getRotaryDim(), half = r / 2;
+  const bool interleaved = op.getInterleaved();
+  const double theta = op.getTheta().convertToDouble();
+  Type e = elementOf(op.getInput());
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    Value p = arith::SIToFPOp::create(
+        k.b, k.loc, k.f32,
+        arith::IndexCastOp::create(k.b, k.loc, k.i64, k.loadIndex(pos, t)));
+    k.loop(k.c(0), k.c(heads), [&](Value h) {
+      Value base = k.imul(k.iadd(k.imul(t, k.c(heads)), h), k.c(d));
+      // Channels beyond rotary_dim pass through.
+      k.loop(k.c(r), k.c(d), [&](Value i) {
+        k.storeF(out, k.iadd(base, i), k.loadF(in, k.iadd(base, i), e), e);
+      });
+      for (int64_t i = 0; i < half; ++i) {
+        // inv_freq = theta^(-2i/r), folded at compile time.
+        double invFreq = std::pow(theta, -2.0 * i / r);
+        Value angle = k.mul(p, k.cf(invFreq));
+        Value cs = math::CosOp::create(k.b, k.loc, angle);
+        Value sn = math::SinOp::create(k.b, k.loc, angle);
+        int64_t ia = interleaved ? 2 * i : i;
+        int64_t ib = interleaved ? 2 * i + 1 : i + half;
+        Value a = k.loadF(in, k.iadd(base, k.c(ia)), e);
+        Value bb = k.loadF(in, k.iadd(base, k.c(ib)), e);
+        k.storeF(out, k.iadd(base, k.c(ia)), k.sub(k.mul(a, cs), k.mul(bb, sn)),
+                 e);
+        k.storeF(out, k.iadd(base, k.c(ib)), k.add(k.mul(bb, cs), k.mul(a, sn)),
+                 e);
+      }
+    });
+  });
+}
+
+/// Offset of (page, head, slot, 0) in a paged cache.
+Value cacheOffset(KB &k, Value page, Value head, Value slot,
+                  msa::PagedCacheType type) {
+  Value ph = k.iadd(k.imul(page, k.c(type.getHeads())), head);
+  Value phs = k.iadd(k.imul(ph, k.c(type.getPageSize())), slot);
+  return k.imul(phs, k.c(type.getHeadDim()));
+}
+
+/// Physical page of logical block `block` of sequence `seq`.
+Value pageOf(KB &k, Value table, Value seq, Value block) {
+  return k.loadIndex(table, k.iadd(k.imul(seq, k.scalar(2)), block));
+}
+
+void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
+  // buffers: cache (updated in place), table, seq_ids, positions, values
+  Value cache = k.ptr(0), table = k.ptr(1), seqs = k.ptr(2), pos = k.ptr(3),
+        values = k.ptr(4);
+  msa::PagedCacheType type = op.getCache().getType();
+  const int64_t heads = type.getHeads(), d = type.getHeadDim(),
+                page = type.getPageSize();
+  Type ve = elementOf(op.getValues()), ce = type.getElementType();
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    Value p = k.loadIndex(pos, t);
+    Value phys = pageOf(k, table, k.loadIndex(seqs, t), k.idiv(p, k.c(page)));
+    Value slot = k.irem(p, k.c(page));
+    k.loop(k.c(0), k.c(heads), [&](Value h) {
+      Value dst = cacheOffset(k, phys, h, slot, type);
+      Value src = k.imul(k.iadd(k.imul(t, k.c(heads)), h), k.c(d));
+      k.loop(k.c(0), k.c(d), [&](Value i) {
+        k.storeF(cache, k.iadd(dst, i), k.loadF(values, k.iadd(src, i), ve),
+                 ce);
+      });
+    });
+  });
+}
+
+void indexScoreKernel(KB &k, msa::IndexScoreOp op) {
+  // buffers: queries [T, G, dI], cache, table, seq_ids, positions, out [G, T, MB]
+  Value q = k.ptr(0), cache = k.ptr(1), table = k.ptr(2), seqs = k.ptr(3),
+        pos = k.ptr(4), out = k.ptr(5);
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  const int64_t groups = shapeOf(op.getIndexQueries())[1],
+                d = type.getHeadDim(), page = type.getPageSize();
+  Type qe = elementOf(op.getIndexQueries()), ce = type.getElementType();
+  const float scale = op.getScale().convertToFloat();
+  Value T = k.scalar(0), MB = k.scalar(2);
+  Value negInf = k.cf(-INFINITY);
+  k.loop(k.c(0), T, [&](Value t) {
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    k.loop(k.c(0), k.c(groups), [&](Value g) {
+      Value row = k.imul(k.iadd(k.imul(g, T), t), MB);
+      k.loop(k.c(0), MB, [&](Value blk) {
+        k.storeF(out, k.iadd(row, blk), negInf, k.f32);
+      });
+      Value qOff = k.imul(k.iadd(k.imul(t, k.c(groups)), g), k.c(d));
+      k.loop(k.c(0), k.iadd(p, k.c(1)), [&](Value j) {
+        Value blk = k.idiv(j, k.c(page));
+        Value phys = pageOf(k, table, seq, blk);
+        Value kOff = cacheOffset(k, phys, k.c(0), k.irem(j, k.c(page)), type);
+        Value s = k.mul(k.dot(q, qOff, qe, cache, kOff, ce, d), k.cf(scale));
+        Value slot = k.iadd(row, blk);
+        Value best = k.loadF(out, slot, k.f32);
+        // A NaN score never wins the max-pool.
+        Value better = k.fcmp(arith::CmpFPredicate::OGT, s, best);
+        k.storeF(out, slot, k.select(better, s, best), k.f32);
+      });
+    });
+  });
+}
+
+void blockTopKKernel(KB &k, msa::BlockTopKOp op) {
+  // buffers: scores [G, T, MB], positions [T], out [G, T, K]
+  Value scores = k.ptr(0), pos = k.ptr(1), out = k.ptr(2);
+  const int64_t groups = shapeOf(op.getBlockScores())[0], kk = op.getK(),
+                bs = op.getBlockSize(), local = op.getLocalBlocks(),
+                init = op.getInitBlocks();
+  Value T = k.scalar(0), MB = k.scalar(2);
+  k.loop(k.c(0), T, [&](Value t) {
+    Value L = k.idiv(k.loadIndex(pos, t), k.c(bs));
+    Value n = k.iadd(L, k.c(1));
+    k.loop(k.c(0), k.c(groups), [&](Value g) {
+      Value orow = k.imul(k.iadd(k.imul(g, T), t), k.c(kk));
+      Value srow = k.imul(k.iadd(k.imul(g, T), t), MB);
+      // Default: blocks 0..L in order, then -1 (the n <= k rule).
+      k.loop(k.c(0), k.c(kk), [&](Value s) {
+        Value valid = k.icmp(arith::CmpIPredicate::ult, s, n);
+        k.storeIndex(out, k.iadd(orow, s), k.select(valid, s, k.c(-1)));
+      });
+      Value many = k.icmp(arith::CmpIPredicate::ugt, n, k.c(kk));
+      k.ifThen(many, [&] {
+        // Forced blocks: init first, local last.
+        for (int64_t i = 0; i < init; ++i)
+          k.storeIndex(out, k.iadd(orow, k.c(i)), k.c(i));
+        for (int64_t i = 0; i < local; ++i)
+          k.storeIndex(out, k.iadd(orow, k.c(kk - local + i)),
+                       k.iadd(k.idiv(k.iadd(L, k.c(0)), k.c(1)),
+                              k.c(i - local + 1)));
+        // The rest: repeated arg-max over blocks init .. L-local, skipping
+        // blocks already taken; strict > keeps the lower id on ties and
+        // never prefers a NaN.
+        Value first = k.c(init), last = k.iadd(k.idiv(L, k.c(1)), k.c(1 - local));
+        for (int64_t slot = init; slot < kk - local; ++slot) {
+          SmallVector<Value> best = k.reduceN(
+              first, last, {k.c(-1), k.cf(-INFINITY)},
+              [&](Value blk, ValueRange acc) -> SmallVector<Value> {
+                // taken = blk appears in slots init .. slot-1
+                Value taken = arith::ConstantOp::create(
+                    k.b, k.loc, k.b.getBoolAttr(false));
+                for (int64_t prev = init; prev < slot; ++prev) {
+                  Value id = k.loadIndex(out, k.iadd(orow, k.c(prev)));
+                  taken = arith::OrIOp::create(
+                      k.b, k.loc, taken,
+                      k.icmp(arith::CmpIPredicate::eq, id, blk));
+                }
+                Value s = k.loadF(scores, k.iadd(srow, blk), k.f32);
+                Value none = k.icmp(arith::CmpIPredicate::eq, acc[0], k.c(-1));
+                Value better = arith::OrIOp::create(
+                    k.b, k.loc, none,
+                    k.fcmp(arith::CmpFPredicate::OGT, s, acc[1]));
+                Value take = arith::AndIOp::create(
+                    k.b, k.loc, better,
+                    arith::XOrIOp::create(
+                        k.b, k.loc, taken,
+                        arith::ConstantOp::create(k.b, k.loc,
+                                                  k.b.getBoolAttr(true))));
+                Value sKey = k.select(
+                    k.fcmp(arith::CmpFPredicate::UNO, s, s), k.cf(-INFINITY), s);
+                return {k.select(take, blk, acc[0]),
+                        k.select(take, sKey, acc[1])};
+              });
+          k.storeIndex(out, k.iadd(orow, k.c(slot)), best[0]);
+        }
+      });
+    });
+  });
+}
+
+/// Online-softmax attention of every (token, head) over the keys of the
+/// blocks `blockAt(t, g, s)` for slot s < numSlots (negative ids skipped),
+/// keys j <= position.
+template <typename BlockFn, typename SlotsFn>
+void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
+                   Value table, Value seqs, Value pos, Value out,
+                   msa::PagedCacheType type, float scale, SlotsFn numSlots,
+                   BlockFn blockAt) {
+  ArrayRef<int64_t> qs = shapeOf(op->getOperand(0));
+  const int64_t hq = qs[1], d = qs[2], hkv = type.getHeads(),
+                page = type.getPageSize(), group = hq / hkv;
+  Type qe = elementOf(op->getOperand(0)), ce = type.getElementType(),
+       oe = elementOf(op->getResult(0));
+  Value acc = k.scratch(d);
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    k.loop(k.c(0), k.c(hq), [&](Value h) {
+      Value g = k.idiv(h, k.c(group));
+      Value qOff = k.imul(k.iadd(k.imul(t, k.c(hq)), h), k.c(d));
+      k.loop(k.c(0), k.c(d), [&](Value i) { k.storeF(acc, i, k.cf(0), k.f32); });
+      SmallVector<Value> state = k.reduceN(
+          k.c(0), numSlots(t, g, p), {k.cf(-INFINITY), k.cf(0)},
+          [&](Value s, ValueRange st) -> SmallVector<Value> {
+            Value blk = blockAt(t, g, s);
+            Value validBlock = k.icmp(arith::CmpIPredicate::sge, blk, k.c(0));
+            auto ifOp = scf::IfOp::create(k.b, k.loc, TypeRange{k.f32, k.f32},
+                                          validBlock, /*withElse=*/true);
+            {
+              OpBuilder::InsertionGuard guard(k.b);
+              k.b.setInsertionPointToStart(ifOp.thenBlock());
+              Value phys = pageOf(k, table, seq, blk);
+              Value start = k.imul(blk, k.c(page));
+              // Keys j = start .. min(start + page, p + 1).
+              Value end = arith::MinUIOp::create(
+                  k.b, k.loc, k.iadd(start, k.c(page)), k.iadd(p, k.c(1)));
+              Value count = arith::MaxSIOp::create(
+                  k.b, k.loc, arith::SubIOp::create(k.b, k.loc, end, start),
+                  k.c(0));
+              SmallVector<Value> inner = k.reduceN(
+                  k.c(0), count, {st[0], st[1]},
+                  [&](Value jj, ValueRange ml) -> SmallVector<Value> {
+                    Value kOff = cacheOffset(k, phys, g, jj, type);
+                    Value z = k.mul(k.dot(q, qOff, qe, kc, kOff, ce, d),
+                                    k.cf(scale));
+                    Value m = k.maxf(ml[0], z);
+                    Value alpha = k.exp(k.sub(ml[0], m));
+                    Value w = k.exp(k.sub(z, m));
+                    k.loop(k.c(0), k.c(d), [&](Value i) {
+                      Value a = k.loadF(acc, i, k.f32);
+                      Value v = k.loadF(vc, k.iadd(kOff, i), ce);
+                      k.storeF(acc, i, k.add(k.mul(a, alpha), k.mul(w, v)),
+                               k.f32);
+                    });
+                    return {m, k.add(k.mul(ml[1], alpha), w)};
+                  });
+              scf::YieldOp::create(k.b, k.loc, inner);
+            }
+            {
+              OpBuilder::InsertionGuard guard(k.b);
+              k.b.setInsertionPointToStart(ifOp.elseBlock());
+              scf::YieldOp::create(k.b, k.loc, ValueRange{st[0], st[1]});
+            }
+            return {ifOp.getResult(0), ifOp.getResult(1)};
+          });
+      // No visible key: output 0.
+      Value denom = k.select(k.fcmp(arith::CmpFPredicate::OGT, state[1], k.cf(0)),
+                             state[1], k.cf(1));
+      Value oOff = k.imul(k.iadd(k.imul(t, k.c(hq)), h), k.c(d));
+      k.loop(k.c(0), k.c(d), [&](Value i) {
+        k.storeF(out, k.iadd(oOff, i), k.div(k.loadF(acc, i, k.f32), denom),
+                 oe);
+      });
+    });
+  });
+}
+
+void sparseAttentionKernel(KB &k, msa::SparseAttentionOp op) {
+  // buffers: q, kc, vc, table, seq_ids, positions, block_ids [Hkv, T, K], out
+  Value ids = k.ptr(6);
+  const int64_t kk = shapeOf(op.getBlockIds())[2];
+  Value T = k.scalar(0);
+  attentionBody(
+      k, op, k.ptr(0), k.ptr(1), k.ptr(2), k.ptr(3), k.ptr(4), k.ptr(5),
+      k.ptr(7), op.getKeyCache().getType(), op.getScale().convertToFloat(),
+      [&](Value, Value, Value) { return k.c(kk); },
+      [&](Value t, Value g, Value s) {
+        return k.loadIndex(ids,
+                           k.iadd(k.imul(k.iadd(k.imul(g, T), t), k.c(kk)), s));
+      });
+}
+
+void denseAttentionKernel(KB &k, msa::DenseAttentionOp op) {
+  // buffers: q, kc, vc, table, seq_ids, positions, out
+  const int64_t page = op.getKeyCache().getType().getPageSize();
+  attentionBody(
+      k, op, k.ptr(0), k.ptr(1), k.ptr(2), k.ptr(3), k.ptr(4), k.ptr(5),
+      k.ptr(6), op.getKeyCache().getType(), op.getScale().convertToFloat(),
+      [&](Value, Value, Value p) { return k.iadd(k.idiv(p, k.c(page)), k.c(1)); },
+      [&](Value, Value, Value s) { return s; });
+}
+
+void swigluKernel(KB &k, msa::SwiGLUOp op) {
+  // buffers: gate, up, out (T * inner elements)
+  Value gate = k.ptr(0), up = k.ptr(1), out = k.ptr(2);
+  Type e = elementOf(op.getGate());
+  const float alpha = op.getAlpha().convertToFloat(),
+              limit = op.getLimit().convertToFloat();
+  Value n = k.imul(k.scalar(0), k.c(innerElements(op.getGate())));
+  k.loop(k.c(0), n, [&](Value i) {
+    Value g = k.minf(k.loadF(gate, i, e), k.cf(limit));
+    Value u = k.maxf(k.minf(k.loadF(up, i, e), k.cf(limit)), k.cf(-limit));
+    Value act = k.mul(k.mul(k.add(u, k.cf(1)), g),
+                      k.sigmoid(k.mul(k.cf(alpha), g)));
+    k.storeF(out, i, act, e);
+  });
+}
+
+void addKernel(KB &k, arith::AddFOp op) {
+  Value a = k.ptr(0), bb = k.ptr(1), out = k.ptr(2);
+  Type e = elementOf(op.getResult());
+  Value n = k.imul(k.scalar(0), k.c(innerElements(op.getResult())));
+  k.loop(k.c(0), n, [&](Value i) {
+    k.storeF(out, i, k.add(k.loadF(a, i, e), k.loadF(bb, i, e)), e);
+  });
+}
+
+void moeRouterKernel(KB &k, msa::MoERouterOp op) {
+  // buffers: input [T, H], gate [E, H], (bias [E]), weights [T, K], ids [T, K]
+  const bool hasBias = static_cast<bool>(op.getCorrectionBias());
+  Value in = k.ptr(0), gate = k.ptr(1);
+  Value bias = hasBias ? k.ptr(2) : Value();
+  Value weights = k.ptr(hasBias ? 3 : 2), ids = k.ptr(hasBias ? 4 : 3);
+  const int64_t h = shapeOf(op.getInput())[1],
+                e = shapeOf(op.getGateWeight())[0], topK = op.getTopK();
+  Type ie = elementOf(op.getInput()), ge = elementOf(op.getGateWeight());
+  const float rsf = op.getRoutedScalingFactor().convertToFloat();
+  const bool renorm = op.getRenormalize();
+  Value score = k.scratch(e), biased = k.scratch(e);
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    k.loop(k.c(0), k.c(e), [&](Value x) {
+      Value logit = k.dot(in, k.imul(t, k.c(h)), ie, gate, k.imul(x, k.c(h)),
+                          ge, h);
+      Value s = k.sigmoid(logit);
+      k.storeF(score, x, s, k.f32);
+      k.storeF(biased, x, hasBias ? k.add(s, k.loadF(bias, x, k.f32)) : s,
+               k.f32);
+    });
+    // top-k by biased score (ties: lower id); mark taken with -inf.
+    Value sum = k.cf(0);
+    for (int64_t slot = 0; slot < topK; ++slot) {
+      SmallVector<Value> best = k.reduceN(
+          k.c(0), k.c(e), {k.c(0), k.cf(-INFINITY), k.c(-1)},
+          [&](Value x, ValueRange acc) -> SmallVector<Value> {
+            Value s = k.loadF(biased, x, k.f32);
+            Value none = k.icmp(arith::CmpIPredicate::eq, acc[2], k.c(-1));
+            Value better = arith::OrIOp::create(
+                k.b, k.loc, none, k.fcmp(arith::CmpFPredicate::OGT, s, acc[1]));
+            return {k.select(better, x, acc[0]), k.select(better, s, acc[1]),
+                    k.c(0)};
+          });
+      k.storeIndex(ids, k.iadd(k.imul(t, k.c(topK)), k.c(slot)), best[0]);
+      k.storeF(biased, best[0], k.cf(-INFINITY), k.f32);
+      Value s = k.loadF(score, best[0], k.f32);
+      k.storeF(weights, k.iadd(k.imul(t, k.c(topK)), k.c(slot)), s, k.f32);
+      sum = k.add(sum, s);
+    }
+    Value factor = renorm ? k.div(k.cf(rsf), sum) : k.cf(rsf);
+    k.loop(k.c(0), k.c(topK), [&](Value slot) {
+      Value at = k.iadd(k.imul(t, k.c(topK)), slot);
+      k.storeF(weights, at, k.mul(k.loadF(weights, at, k.f32), factor), k.f32);
+    });
+  });
+}
+
+void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
+  // buffers: input [T, H], weights [T, K], ids [T, K], w1 [E, I, H],
+  // w3 [E, I, H], w2 [E, H, I], out [T, H]
+  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
+        w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6);
+  ArrayRef<int64_t> gs = shapeOf(op.getGateWeights());
+  const int64_t inner = gs[1], h = gs[2],
+                topK = shapeOf(op.getRoutingWeights())[1];
+  Type ie = elementOf(op.getInput()), we = elementOf(op.getGateWeights()),
+       de = elementOf(op.getDownWeights());
+  const float alpha = op.getAlpha().convertToFloat(),
+              limit = op.getLimit().convertToFloat();
+  Value act = k.scratch(inner), acc = k.scratch(h);
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    k.loop(k.c(0), k.c(h), [&](Value c) { k.storeF(acc, c, k.cf(0), k.f32); });
+    Value xOff = k.imul(t, k.c(h));
+    k.loop(k.c(0), k.c(topK), [&](Value slot) {
+      Value at = k.iadd(k.imul(t, k.c(topK)), slot);
+      Value e = k.loadIndex(ri, at);
+      Value w = k.loadF(rw, at, k.f32);
+      k.loop(k.c(0), k.c(inner), [&](Value n) {
+        Value row = k.imul(k.iadd(k.imul(e, k.c(inner)), n), k.c(h));
+        // Gate and up projections round to the activation type, as a
+        // separate projection would.
+        auto round = [&](Value v) {
+          k.storeF(act, n, v, ie);
+          return k.loadF(act, n, ie);
+        };
+        (void)round;
+        Value g = k.dot(in, xOff, ie, w1, row, we, h);
+        Value u = k.dot(in, xOff, ie, w3, row, we, h);
+        // Round g and u to the activation type through the output buffer's
+        // element type semantics (bf16) using the scratch slot.
+        k.storeF(act, n, g, k.f32);
+        Value gq = g, uq = u;
+        if (ie.isBF16()) {
+          Value tmp = k.scratch(2);
+          k.storeF(tmp, k.c(0), g, ie);
+          k.storeF(tmp, k.c(1), u, ie);
+          gq = k.loadF(tmp, k.c(0), ie);
+          uq = k.loadF(tmp, k.c(1), ie);
+        }
+        Value gc = k.minf(gq, k.cf(limit));
+        Value uc = k.maxf(k.minf(uq, k.cf(limit)), k.cf(-limit));
+        Value a = k.mul(k.mul(k.add(uc, k.cf(1)), gc),
+                        k.sigmoid(k.mul(k.cf(alpha), gc)));
+        if (ie.isBF16()) {
+          Value tmp = k.scratch(1);
+          k.storeF(tmp, k.c(0), a, ie);
+          a = k.loadF(tmp, k.c(0), ie);
+        }
+        k.storeF(act, n, a, k.f32);
+      });
+      k.loop(k.c(0), k.c(h), [&](Value c) {
+        Value row = k.imul(k.iadd(k.imul(e, k.c(h)), c), k.c(inner));
+        Value d = k.dot(act, k.c(0), k.f32, w2, row, de, inner);
+        k.storeF(acc, c, k.add(k.loadF(acc, c, k.f32), k.mul(w, d)), k.f32);
+      });
+    });
+    k.loop(k.c(0), k.c(h), [&](Value c) {
+      k.storeF(out, k.iadd(xOff, c), k.loadF(acc, c, k.f32), ie);
+    });
+  });
+}
+
+void logitsKernel(KB &k, msa::LogitsOp op) {
+  // buffers: hidden [T, H], indices [N], lm_head [V, H], out [N, V]
+  Value hid = k.ptr(0), idx = k.ptr(1), head = k.ptr(2), out = k.ptr(3);
+  const int64_t h = shapeOf(op.getHidden())[1], v = shapeOf(op.getLmHead())[0];
+  Type he = elementOf(op.getHidden()), we = elementOf(op.getLmHead());
+  k.loop(k.c(0), k.scalar(1), [&](Value i) {
+    Value row = k.imul(k.loadIndex(idx, i), k.c(h));
+    k.loop(k.c(0), k.c(v), [&](Value j) {
+      Value acc = k.dot(hid, row, he, head, k.imul(j, k.c(h)), we, h);
+      k.storeF(out, k.iadd(k.imul(i, k.c(v)), j), acc, k.f32);
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Program builder
+//===----------------------------------------------------------------------===//
+
+std::string dtypeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+class ProgramBuilder {
+public:
+  explicit ProgramBuilder(ModuleOp module) : module(module) {}
+  FailureOr<HostProgram> run();
+
+private:
+  /// Buffer holding `v` (creating an activation buffer for op results).
+  int64_t bufferFor(Value v);
+  int64_t newBuffer(BufferDesc desc) {
+    program.buffers.push_back(std::move(desc));
+    return static_cast<int64_t>(program.buffers.size()) - 1;
+  }
+  std::vector<Extent> symbolicShape(Value v);
+  LogicalResult emitKernel(Operation *op, ArrayRef<Value> operands,
+                           ArrayRef<Value> results);
+  bool isSupportedElement(Type t) {
+    return t.isBF16() || t.isF32() || t.isInteger(32);
+  }
+
+  ModuleOp module;
+  HostProgram program;
+  llvm::DenseMap<Value, int64_t> buffers;
+  llvm::StringMap<std::string> kernelByKey;
+  OpBuilder *kb = nullptr;
+};
+
+std::vector<Extent> ProgramBuilder::symbolicShape(Value v) {
+  std::vector<Extent> shape;
+  ArrayRef<int64_t> dims = shapeOf(v);
+  Operation *def = v.getDefiningOp();
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (!ShapedType::isDynamic(d)) {
+      shape.push_back({d, ""});
+      continue;
+    }
+    std::string symbol = "T";
+    if (def && isa<msa::LogitsOp>(def))
+      symbol = "N";
+    else if (def && isa<msa::IndexScoreOp>(def) && i == 2)
+      symbol = "MB";
+    shape.push_back({0, symbol});
+  }
+  return shape;
+}
+
+int64_t ProgramBuilder::bufferFor(Value v) {
+  auto it = buffers.find(v);
+  if (it != buffers.end())
+    return it->second;
+  BufferDesc desc;
+  desc.kind = BufferDesc::Kind::Activation;
+  desc.name = "t" + std::to_string(program.buffers.size());
+  desc.dtype = dtypeName(elementOf(v));
+  desc.shape = symbolicShape(v);
+  int64_t id = newBuffer(desc);
+  buffers[v] = id;
+  return id;
+}
+
+LogicalResult ProgramBuilder::emitKernel(Operation *op,
+                                         ArrayRef<Value> operands,
+                                         ArrayRef<Value> results) {
+  SmallVector<Value> all(operands.begin(), operands.end());
+  all.append(results.begin(), results.end());
+  for (Value v : all)
+    if (auto shaped = dyn_cast<ShapedType>(v.getType()))
+      if (!isSupportedElement(shaped.getElementType()))
+        return op->emitError("the host backend does not support element type ")
+               << shaped.getElementType() << " yet";
+  // Kernels are shared by ops that print identically apart from SSA names.
+  std::string key;
+  {
+    llvm::raw_string_ostream os(key);
+    os << op->getName() << op->getAttrDictionary() << op->getPropertiesAsAttribute();
+    for (Type t : op->getOperandTypes())
+      os << "," << t;
+    for (Type t : op->getResultTypes())
+      os << ";" << t;
+  }
+  Launch launch;
+  launch.op = op->getName().getStringRef().str();
+  for (Value v : all)
+    launch.buffers.push_back(bufferFor(v));
+  auto found = kernelByKey.find(key);
+  if (found != kernelByKey.end()) {
+    launch.kernel = found->second;
+    program.schedule.push_back(launch);
+    return success();
+  }
+  std::string name = "msac_k" + std::to_string(program.kernelNames.size()) +
+                     "_" + op->getName().stripDialect().str();
+  kernelByKey[key] = name;
+  program.kernelNames.push_back(name);
+  launch.kernel = name;
+  program.schedule.push_back(launch);
+
+  OpBuilder &b = *kb;
+  Location loc = op->getLoc();
+  auto ptrT = LLVM::LLVMPointerType::get(b.getContext());
+  auto fn = func::FuncOp::create(b, loc, name,
+                                 b.getFunctionType({ptrT, ptrT}, {}));
+  Block *entry = fn.addEntryBlock();
+  OpBuilder body(entry, entry->end());
+  KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
+  k.entry = entry;
+  TypeSwitch<Operation *>(op)
+      .Case([&](msa::EmbeddingOp o) { embeddingKernel(k, o); })
+      .Case([&](msa::RMSNormOp o) { rmsNormKernel(k, o); })
+      .Case([&](msa::LinearOp o) { linearKernel(k, o); })
+      .Case([&](msa::RoPEOp o) { ropeKernel(k, o); })
+      .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(k, o); })
+      .Case([&](msa::IndexScoreOp o) { indexScoreKernel(k, o); })
+      .Case([&](msa::BlockTopKOp o) { blockTopKKernel(k, o); })
+      .Case([&](msa::SparseAttentionOp o) { sparseAttentionKernel(k, o); })
+      .Case([&](msa::DenseAttentionOp o) { denseAttentionKernel(k, o); })
+      .Case([&](msa::SwiGLUOp o) { swigluKernel(k, o); })
+      .Case([&](msa::MoERouterOp o) { moeRouterKernel(k, o); })
+      .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(k, o); })
+      .Case([&](msa::LogitsOp o) { logitsKernel(k, o); })
+      .Case([&](arith::AddFOp o) { addKernel(k, o); });
+  func::ReturnOp::create(body, loc);
+  return success();
+}
+
+FailureOr<HostProgram> ProgramBuilder::run() {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitError("no func.func @forward to compile"), failure();
+  program.kernels = ModuleOp::create(module.getLoc());
+  OpBuilder builder(program.kernels->getBodyRegion());
+  kb = &builder;
+
+  Block &body = forward.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    BufferDesc desc;
+    desc.argument = arg.getArgNumber();
+    auto nameAttr = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         "msa.name");
+    desc.name = nameAttr ? nameAttr.str() : "arg" + std::to_string(desc.argument);
+    if (auto cache = dyn_cast<msa::PagedCacheType>(arg.getType())) {
+      if (!isSupportedElement(cache.getElementType()))
+        return forward.emitError("the host backend supports bf16 and f32 "
+                                 "caches; got ")
+                   << cache.getElementType()
+                   << " (use --kv-cache-dtype bf16 --index-cache-dtype bf16)",
+               failure();
+      desc.kind = BufferDesc::Kind::Cache;
+      desc.dtype = dtypeName(cache.getElementType());
+      desc.heads = cache.getHeads();
+      desc.pageSize = cache.getPageSize();
+      desc.headDim = cache.getHeadDim();
+    } else if (isa<msa::BlockTableType>(arg.getType())) {
+      desc.kind = BufferDesc::Kind::Input;
+      desc.dtype = "i32";
+      desc.shape = {{0, "S"}, {0, "MB"}};
+    } else {
+      desc.kind = BufferDesc::Kind::Input;
+      desc.dtype = "i32";
+      desc.shape = {{0, desc.name == "logits_indices" ? "N" : "T"}};
+    }
+    buffers[arg] = newBuffer(desc);
+  }
+
+  for (Operation &op : body.without_terminator()) {
+    if (isa<arith::ConstantOp, tensor::DimOp>(op))
+      continue; // scalars: T comes with the step
+    if (auto weight = dyn_cast<msa::WeightOp>(op)) {
+      BufferDesc desc;
+      desc.kind = BufferDesc::Kind::Weight;
+      desc.name = weight.getName().str();
+      desc.dtype = dtypeName(elementOf(weight.getResult()));
+      for (int64_t d : shapeOf(weight.getResult()))
+        desc.shape.push_back({d, ""});
+      desc.stacked = weight.getNumStacked().value_or(0);
+      buffers[weight.getResult()] = newBuffer(desc);
+      continue;
+    }
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
+      buffers[op.getResult(0)] = bufferFor(op.getOperand(0)); // a view
+      continue;
+    }
+    if (auto insert = dyn_cast<msa::KVCacheInsertOp>(op)) {
+      // Updates the cache in place: the old value must have no other use.
+      if (!insert.getCache().hasOneUse())
+        return insert.emitError("the host backend updates caches in place; "
+                                "the cache operand has other uses"),
+               failure();
+      SmallVector<Value> operands(op.getOperands());
+      if (failed(emitKernel(&op, operands, {})))
+        return failure();
+      buffers[insert.getResult()] = bufferFor(insert.getCache());
+      continue;
+    }
+    if (isa<bsq::BSQDialect>(op.getDialect()))
+      return op.emitError("the host backend does not run block-scaled "
+                          "weights yet; compile a bf16 checkpoint"),
+             failure();
+    if (!isa<msa::EmbeddingOp, msa::RMSNormOp, msa::LinearOp, msa::RoPEOp,
+             msa::IndexScoreOp, msa::BlockTopKOp, msa::SparseAttentionOp,
+             msa::DenseAttentionOp, msa::SwiGLUOp, msa::MoERouterOp,
+             msa::MoEExpertsOp, msa::LogitsOp, arith::AddFOp>(op))
+      return op.emitError("the host backend has no kernel for this op"),
+             failure();
+    // Only the attention output is used; an LSE result is not computed.
+    SmallVector<Value> results;
+    for (Value r : op.getResults())
+      if (!r.use_empty() || op.getNumResults() == 1 || isa<msa::MoERouterOp>(op))
+        results.push_back(r);
+    if (isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op) &&
+        op.getNumResults() == 2 && !op.getResult(1).use_empty())
+      return op.emitError("the host backend does not return the LSE yet"),
+             failure();
+    SmallVector<Value> operands(op.getOperands());
+    if (failed(emitKernel(&op, operands, results)))
+      return failure();
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (Value v : ret.getOperands())
+    program.outputs.push_back(bufferFor(v));
+  return std::move(program);
+}
+
+} // namespace
+
+FailureOr<HostProgram> msac::buildHostProgram(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  ctx->loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
+                   arith::ArithDialect, func::FuncDialect>();
+  return ProgramBuilder(module).run();
+}

@@ -1,0 +1,98 @@
+//===- Artifact.h - Loading an msac artifact --------------------*- C++ -*-===//
+//
+// Part of the msac runtime (no LLVM or MLIR dependency).
+//
+// Reads `manifest.json` (format `msac-artifact`, version
+// kArtifactFormatVersion), memory-maps `weights.bin`, and opens the host
+// kernels with dlopen. Every problem is reported as a message naming the
+// file and entry, never by crashing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_RUNTIME_ARTIFACT_H
+#define MSAC_RUNTIME_ARTIFACT_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace msac::runtime {
+
+/// The artifact layout version this runtime reads.
+inline constexpr int kArtifactFormatVersion = 1;
+
+/// `void kernel(void **buffers, const int64_t *scalars /* T, N, MB */)`.
+using HostKernel = void (*)(void **, const int64_t *);
+
+struct Extent {
+  int64_t value = 0;
+  std::string symbol; // T, N, MB, S; empty for a constant
+};
+
+struct Buffer {
+  enum class Kind { Input, Cache, Weight, Activation } kind;
+  std::string name;
+  std::string dtype; // bf16, f32, i32
+  std::vector<Extent> shape;
+  int64_t argument = -1;
+  int64_t heads = 0, pageSize = 0, headDim = 0;
+  uint64_t offset = 0, bytes = 0; // weights
+  /// Bytes of one element.
+  int64_t elementBytes() const;
+};
+
+struct Step {
+  std::string kernel;
+  std::string op;
+  std::vector<int64_t> buffers;
+  HostKernel function = nullptr;
+};
+
+struct ModelInfo {
+  std::string modelType;
+  int64_t hiddenSize = 0, numLayers = 0, numHeads = 0, numKVHeads = 0,
+          headDim = 0, vocabSize = 0, maxPositions = 0, pageSize = 0;
+  int64_t bosTokenId = -1;
+  std::vector<int64_t> eosTokenIds;
+  std::vector<std::string> layerAttention; // dense | sparse
+};
+
+class Artifact {
+public:
+  /// Loads `dir`; on failure returns null and sets `error`.
+  static std::unique_ptr<Artifact> load(const std::string &dir,
+                                        std::string &error);
+  ~Artifact();
+  Artifact(const Artifact &) = delete;
+  Artifact &operator=(const Artifact &) = delete;
+
+  const std::string &directory() const { return dir; }
+  const ModelInfo &model() const { return info; }
+  const std::vector<Buffer> &buffers() const { return bufferList; }
+  const std::vector<Step> &prefillSchedule() const { return prefill; }
+  const std::vector<Step> &decodeSchedule() const { return decode; }
+  const std::vector<int64_t> &outputs() const { return outputList; }
+  const std::vector<std::string> &kernelNames() const { return kernels; }
+  std::string producer, target;
+  int formatVersion = 0;
+  /// Address of a weight buffer's bytes in the mapping.
+  const uint8_t *weightData(const Buffer &b) const { return weights + b.offset; }
+  uint64_t weightBytes() const { return weightsSize; }
+
+private:
+  Artifact() = default;
+  std::string dir;
+  ModelInfo info;
+  std::vector<Buffer> bufferList;
+  std::vector<Step> prefill, decode;
+  std::vector<int64_t> outputList;
+  std::vector<std::string> kernels;
+  const uint8_t *weights = nullptr;
+  uint64_t weightsSize = 0;
+  void *library = nullptr;
+};
+
+} // namespace msac::runtime
+
+#endif // MSAC_RUNTIME_ARTIFACT_H

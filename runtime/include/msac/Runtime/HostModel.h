@@ -1,0 +1,68 @@
+//===- HostModel.h - Running an artifact's host kernels ---------*- C++ -*-===//
+//
+// Part of the msac runtime.
+//
+// Owns the buffers of one model instance: the paged KV and index caches
+// (`numPages` pages of `pageSize` tokens per layer), the activation buffers
+// sized for `maxTokens` tokens per step, and the per-step inputs. `step`
+// runs the launch schedule once for a batch of tokens from any mix of
+// sequences (prefill chunks and decode tokens together), as the IR's
+// `@forward` defines it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_RUNTIME_HOSTMODEL_H
+#define MSAC_RUNTIME_HOSTMODEL_H
+
+#include "msac/Runtime/Artifact.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace msac::runtime {
+
+struct HostModelOptions {
+  int64_t maxTokens = 2048;        ///< tokens per step (T)
+  int64_t maxSequences = 8;        ///< rows of the block table (S)
+  int64_t maxBlocksPerSequence = 64; ///< columns of the block table (MB)
+  int64_t numPages = 256;          ///< pages per cache
+};
+
+/// One step's inputs, token-major.
+struct StepInput {
+  std::vector<int32_t> tokenIds, seqIds, positions;
+  std::vector<int32_t> logitsIndices; ///< rows of the hidden state to project
+  /// [maxSequences][maxBlocksPerSequence] physical page of each block.
+  std::vector<int32_t> blockTable;
+};
+
+class HostModel {
+public:
+  HostModel(const Artifact &artifact, const HostModelOptions &options);
+
+  /// Runs one step. Returns null and sets `error` on bad input (a token id
+  /// outside the vocabulary, a position without a page, too many tokens).
+  /// Otherwise returns [logitsIndices.size()][vocab] FP32 logits, valid
+  /// until the next call.
+  const float *step(const StepInput &input, std::string &error);
+
+  const HostModelOptions &options() const { return opts; }
+  /// The storage of buffer `id` (for inspection and tests), or null for a
+  /// weight.
+  const void *bufferData(int64_t id) const { return pointers[id]; }
+  /// Bytes of all buffers this instance allocated (caches + activations).
+  uint64_t allocatedBytes() const { return allocated; }
+
+private:
+  int64_t resolve(const Extent &e) const;
+  const Artifact &art;
+  HostModelOptions opts;
+  std::vector<std::vector<uint8_t>> storage; // per buffer (non-weights)
+  std::vector<void *> pointers;              // per buffer
+  uint64_t allocated = 0;
+};
+
+} // namespace msac::runtime
+
+#endif // MSAC_RUNTIME_HOSTMODEL_H

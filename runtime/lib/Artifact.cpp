@@ -1,0 +1,195 @@
+//===- Artifact.cpp - Loading an msac artifact ----------------------------===//
+//
+// Part of the msac runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Runtime/Artifact.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace msac::runtime;
+using json = nlohmann::json;
+
+int64_t Buffer::elementBytes() const {
+  if (dtype == "bf16" || dtype == "f16")
+    return 2;
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  return 1;
+}
+
+Artifact::~Artifact() {
+  if (weights && weightsSize)
+    ::munmap(const_cast<uint8_t *>(weights), weightsSize);
+  if (library)
+    ::dlclose(library);
+}
+
+std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
+                                         std::string &error) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  a->dir = dir;
+  const std::string manifestPath = dir + "/manifest.json";
+  std::ifstream in(manifestPath);
+  if (!in) {
+    error = manifestPath + ": cannot be read; is " + dir +
+            " an artifact written by `msac compile`?";
+    return nullptr;
+  }
+  json m;
+  try {
+    m = json::parse(in);
+  } catch (const json::exception &e) {
+    error = manifestPath + ": not valid JSON: " + e.what();
+    return nullptr;
+  }
+  try {
+    if (m.value("format", "") != "msac-artifact") {
+      error = manifestPath + ": not an msac artifact (format '" +
+              m.value("format", "") + "')";
+      return nullptr;
+    }
+    a->formatVersion = m.at("format_version").get<int>();
+    a->producer = m.value("producer", "");
+    if (a->formatVersion != kArtifactFormatVersion) {
+      error = manifestPath + ": artifact format version " +
+              std::to_string(a->formatVersion) + " (written by " + a->producer +
+              "), but this runtime reads version " +
+              std::to_string(kArtifactFormatVersion) +
+              "; recompile the model with a matching msac";
+      return nullptr;
+    }
+    const json &model = m.at("model");
+    ModelInfo &info = a->info;
+    info.modelType = model.value("model_type", "");
+    info.hiddenSize = model.at("hidden_size").get<int64_t>();
+    info.numLayers = model.at("num_layers").get<int64_t>();
+    info.numHeads = model.at("num_attention_heads").get<int64_t>();
+    info.numKVHeads = model.at("num_key_value_heads").get<int64_t>();
+    info.headDim = model.at("head_dim").get<int64_t>();
+    info.vocabSize = model.at("vocab_size").get<int64_t>();
+    info.maxPositions = model.value("max_position_embeddings", int64_t(0));
+    info.pageSize = model.at("page_size").get<int64_t>();
+    info.bosTokenId = model.value("bos_token_id", int64_t(-1));
+    info.eosTokenIds = model.value("eos_token_ids", std::vector<int64_t>{});
+    for (const json &layer : model.at("layers"))
+      info.layerAttention.push_back(layer.at("attention").get<std::string>());
+
+    const json &targets = m.at("targets");
+    if (targets.empty())
+      throw std::runtime_error("no targets");
+    a->target = targets[0].at("name").get<std::string>();
+    const std::string libPath =
+        dir + "/" + targets[0].at("kernels_file").get<std::string>();
+
+    for (const json &b : m.at("buffers")) {
+      Buffer buffer;
+      const std::string kind = b.at("kind").get<std::string>();
+      buffer.kind = kind == "input"    ? Buffer::Kind::Input
+                    : kind == "cache"  ? Buffer::Kind::Cache
+                    : kind == "weight" ? Buffer::Kind::Weight
+                                       : Buffer::Kind::Activation;
+      buffer.name = b.at("name").get<std::string>();
+      buffer.dtype = b.at("dtype").get<std::string>();
+      for (const json &e : b.at("shape"))
+        buffer.shape.push_back(e.is_string()
+                                   ? Extent{0, e.get<std::string>()}
+                                   : Extent{e.get<int64_t>(), ""});
+      buffer.argument = b.value("argument", int64_t(-1));
+      buffer.heads = b.value("heads", int64_t(0));
+      buffer.pageSize = b.value("page_size", int64_t(0));
+      buffer.headDim = b.value("head_dim", int64_t(0));
+      buffer.offset = b.value("offset", uint64_t(0));
+      buffer.bytes = b.value("bytes", uint64_t(0));
+      a->bufferList.push_back(buffer);
+    }
+    for (const json &k : m.at("kernels"))
+      a->kernels.push_back(k.at("name").get<std::string>());
+    auto readSchedule = [&](const json &steps, std::vector<Step> &out) {
+      for (const json &s : steps) {
+        Step step;
+        step.kernel = s.at("kernel").get<std::string>();
+        step.op = s.value("op", "");
+        step.buffers = s.at("buffers").get<std::vector<int64_t>>();
+        for (int64_t id : step.buffers)
+          if (id < 0 || id >= static_cast<int64_t>(a->bufferList.size()))
+            throw std::runtime_error("step of kernel " + step.kernel +
+                                     " names buffer " + std::to_string(id) +
+                                     ", which does not exist");
+        out.push_back(step);
+      }
+    };
+    readSchedule(m.at("schedules").at("prefill"), a->prefill);
+    readSchedule(m.at("schedules").at("decode"), a->decode);
+    a->outputList = m.at("outputs").get<std::vector<int64_t>>();
+
+    // Weights.
+    const std::string weightsPath =
+        dir + "/" + m.at("weights").at("file").get<std::string>();
+    int fd = ::open(weightsPath.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = weightsPath + ": cannot open: " + std::strerror(errno);
+      return nullptr;
+    }
+    struct stat st;
+    ::fstat(fd, &st);
+    a->weightsSize = static_cast<uint64_t>(st.st_size);
+    uint64_t expected = m.at("weights").at("bytes").get<uint64_t>();
+    if (a->weightsSize < expected) {
+      ::close(fd);
+      error = weightsPath + ": " + std::to_string(a->weightsSize) +
+              " bytes, but the manifest expects " + std::to_string(expected) +
+              "; the artifact is truncated";
+      return nullptr;
+    }
+    if (a->weightsSize) {
+      void *map = ::mmap(nullptr, a->weightsSize, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (map == MAP_FAILED) {
+        ::close(fd);
+        error = weightsPath + ": cannot map: " + std::strerror(errno);
+        return nullptr;
+      }
+      a->weights = static_cast<const uint8_t *>(map);
+    }
+    ::close(fd);
+    for (const Buffer &b : a->bufferList)
+      if (b.kind == Buffer::Kind::Weight && b.offset + b.bytes > a->weightsSize) {
+        error = weightsPath + ": weight '" + b.name +
+                "' lies outside the file; the artifact is corrupt";
+        return nullptr;
+      }
+
+    // Kernels.
+    a->library = ::dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!a->library) {
+      error = libPath + ": cannot load the host kernels: " + ::dlerror();
+      return nullptr;
+    }
+    for (std::vector<Step> *schedule : {&a->prefill, &a->decode})
+      for (Step &step : *schedule) {
+        step.function =
+            reinterpret_cast<HostKernel>(::dlsym(a->library, step.kernel.c_str()));
+        if (!step.function) {
+          error = libPath + ": kernel '" + step.kernel +
+                  "' named by the manifest is missing";
+          return nullptr;
+        }
+      }
+  } catch (const std::exception &e) {
+    error = manifestPath + ": malformed manifest: " + e.what();
+    return nullptr;
+  }
+  return a;
+}

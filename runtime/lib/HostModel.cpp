@@ -1,0 +1,127 @@
+//===- HostModel.cpp - Running an artifact's host kernels -----------------===//
+//
+// Part of the msac runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Runtime/HostModel.h"
+
+#include <cstring>
+
+using namespace msac::runtime;
+
+HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
+    : art(artifact), opts(options) {
+  const std::vector<Buffer> &buffers = art.buffers();
+  storage.resize(buffers.size());
+  pointers.resize(buffers.size(), nullptr);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer &b = buffers[i];
+    if (b.kind == Buffer::Kind::Weight) {
+      pointers[i] = const_cast<uint8_t *>(art.weightData(b));
+      continue;
+    }
+    uint64_t elements = 1;
+    if (b.kind == Buffer::Kind::Cache)
+      elements = static_cast<uint64_t>(opts.numPages) * b.heads * b.pageSize *
+                 b.headDim;
+    else
+      for (const Extent &e : b.shape)
+        elements *= static_cast<uint64_t>(resolve(e));
+    storage[i].assign(elements * b.elementBytes(), 0);
+    pointers[i] = storage[i].data();
+    allocated += storage[i].size();
+  }
+}
+
+int64_t HostModel::resolve(const Extent &e) const {
+  if (e.symbol.empty())
+    return e.value;
+  if (e.symbol == "T" || e.symbol == "N")
+    return opts.maxTokens;
+  if (e.symbol == "MB")
+    return opts.maxBlocksPerSequence;
+  if (e.symbol == "S")
+    return opts.maxSequences;
+  return 0;
+}
+
+const float *HostModel::step(const StepInput &in, std::string &error) {
+  const int64_t t = static_cast<int64_t>(in.tokenIds.size());
+  const int64_t n = static_cast<int64_t>(in.logitsIndices.size());
+  if (t == 0 || t > opts.maxTokens) {
+    error = "a step takes 1 to " + std::to_string(opts.maxTokens) +
+            " tokens, got " + std::to_string(t);
+    return nullptr;
+  }
+  if (static_cast<int64_t>(in.seqIds.size()) != t ||
+      static_cast<int64_t>(in.positions.size()) != t) {
+    error = "token_ids, seq_ids and positions must have the same length";
+    return nullptr;
+  }
+  if (static_cast<int64_t>(in.blockTable.size()) !=
+      opts.maxSequences * opts.maxBlocksPerSequence) {
+    error = "the block table must have maxSequences x maxBlocksPerSequence "
+            "entries";
+    return nullptr;
+  }
+  const ModelInfo &m = art.model();
+  for (int64_t i = 0; i < t; ++i) {
+    if (in.tokenIds[i] < 0 || in.tokenIds[i] >= m.vocabSize) {
+      error = "token id " + std::to_string(in.tokenIds[i]) +
+              " is outside the vocabulary [0, " + std::to_string(m.vocabSize) +
+              ")";
+      return nullptr;
+    }
+    int64_t seq = in.seqIds[i], pos = in.positions[i];
+    if (seq < 0 || seq >= opts.maxSequences || pos < 0 ||
+        pos / m.pageSize >= opts.maxBlocksPerSequence) {
+      error = "token " + std::to_string(i) + " (sequence " +
+              std::to_string(seq) + ", position " + std::to_string(pos) +
+              ") is outside the block table";
+      return nullptr;
+    }
+    int32_t page = in.blockTable[seq * opts.maxBlocksPerSequence +
+                                 pos / m.pageSize];
+    if (page < 0 || page >= opts.numPages) {
+      error = "position " + std::to_string(pos) + " of sequence " +
+              std::to_string(seq) + " has no cache page";
+      return nullptr;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (in.logitsIndices[i] < 0 || in.logitsIndices[i] >= t) {
+      error = "logits index " + std::to_string(in.logitsIndices[i]) +
+              " is outside the step's " + std::to_string(t) + " tokens";
+      return nullptr;
+    }
+
+  // Inputs by argument order: token_ids, seq_ids, positions,
+  // logits_indices, block_table.
+  const std::vector<Buffer> &buffers = art.buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].kind != Buffer::Kind::Input)
+      continue;
+    const std::vector<int32_t> *src = nullptr;
+    switch (buffers[i].argument) {
+    case 0: src = &in.tokenIds; break;
+    case 1: src = &in.seqIds; break;
+    case 2: src = &in.positions; break;
+    case 3: src = &in.logitsIndices; break;
+    case 4: src = &in.blockTable; break;
+    default: break;
+    }
+    if (src && !src->empty())
+      std::memcpy(pointers[i], src->data(), src->size() * sizeof(int32_t));
+  }
+
+  const int64_t scalars[3] = {t, n, opts.maxBlocksPerSequence};
+  std::vector<void *> args;
+  for (const Step &s : art.prefillSchedule()) {
+    args.clear();
+    for (int64_t id : s.buffers)
+      args.push_back(pointers[id]);
+    s.function(args.data(), scalars);
+  }
+  return static_cast<const float *>(pointers[art.outputs().front()]);
+}
