@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 #===- scripts/main.sh - Set up, then run msac's main job ------------------===#
 #
-# Runs scripts/setup.sh, then the main job. Until the end-to-end compiler
-# lands (checkpoint -> artifact -> msac-run), the main job shows the
-# compiler that exists: it writes a tiny synthetic checkpoint and imports
-# it, plans memory for the real MiniMax-M3 config, and runs the msa/bsq
-# reference pipeline on a real-shape MiniMax-M3 MSA layer.
-#
+# Runs scripts/setup.sh, then the main job: write a tiny synthetic
+# MiniMax-M3-architecture checkpoint (1 dense + 2 MSA/MoE layers, 128-token
+# blocks, top-16, 8 experts + shared expert, byte-level BPE tokenizer),
+# compile it for the host with `msac compile`, and generate text from it
+# with `msac-run` (the weights are random, so the text is noise; the path
+# from prompt to tokens is the real one), printing tokens/s.
 #===----------------------------------------------------------------------===#
 
 set -euo pipefail
@@ -24,14 +24,16 @@ echo
 echo "== msac-synth: a tiny MiniMax-M3-architecture checkpoint =="
 "$bin/msac-synth" "$work/tiny"
 echo
-echo "== msac import: checked, then imported to the msa dialect =="
-"$bin/msac" import "$work/tiny" -o "$work/tiny.mlir"
-echo "$work/tiny.mlir: $(grep -c 'msa\.' "$work/tiny.mlir") msa ops; first layer:"
-sed -n '/layers.0.input_layernorm/,/layers.1.input_layernorm/p' "$work/tiny.mlir" | grep -E 'msa\.(rms_norm|linear|rope|kv_cache_insert|dense_attention|swiglu)' | head -8
+echo "== msac compile: checkpoint -> host artifact =="
+"$bin/msac" compile "$work/tiny" --target host -o "$work/tiny.msa"
 echo
-echo "== msac plan: the real MiniMax-M3 config, FP8 KV and index caches =="
-"$bin/msac" plan "$root/models/minimax-m3" --kv-cache-dtype fp8 \
-  --index-cache-dtype fp8 --max-seq-len 131072 --memory 80GiB
+echo "== msac-run inspect =="
+"$bin/msac-run" inspect "$work/tiny.msa"
 echo
-echo "== msac-opt: an MSA layer at real shapes through -msac-reference-pipeline =="
-"$bin/msac-opt" "$root/models/examples/m3-msa-layer.mlir" -msac-reference-pipeline | grep -E 'bsq\.|msa\.(index_score|block_topk|sparse_attention|moe)' 
+echo "== msac-run generate (greedy, 48 tokens) =="
+"$bin/msac-run" generate "$work/tiny.msa" \
+  --prompt "The index branch scores every earlier block" \
+  --max-tokens 48 --ignore-eos
+echo
+echo "== msac-run bench (batch 4, 512 prompt tokens, 32 generated) =="
+"$bin/msac-run" bench "$work/tiny.msa" --batch 4 --input-len 512 --output-len 32

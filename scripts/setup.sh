@@ -20,6 +20,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   clang-22 lld-22
   nlohmann-json3-dev googletest libgtest-dev libcli11-dev libclang-rt-22-dev
+  libpcre2-dev libutf8proc-dev
 )
 
 missing=()

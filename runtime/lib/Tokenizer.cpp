@@ -1,0 +1,316 @@
+//===- Tokenizer.cpp - Byte-level BPE from a tokenizer.json ---------------===//
+//
+// Part of the msac runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Runtime/Tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <climits>
+#include <fstream>
+
+using namespace msac::runtime;
+using json = nlohmann::json;
+
+namespace {
+
+std::string codepointToUtf8(int cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+/// Splits a UTF-8 string into code point strings.
+std::vector<std::string> utf8Chars(const std::string &s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    out.push_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+} // namespace
+
+Tokenizer::~Tokenizer() {
+  for (void *re : regexes)
+    pcre2_code_free(static_cast<pcre2_code *>(re));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
+                                           std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot be read";
+    return nullptr;
+  }
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception &e) {
+    error = path + ": not valid JSON: " + e.what();
+    return nullptr;
+  }
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  try {
+    // GPT-2 byte alphabet.
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) ||
+                       (b >= 174 && b <= 255);
+      t->byteToSymbol[b] = codepointToUtf8(printable ? b : next++);
+      t->symbolToByte[t->byteToSymbol[b]] = static_cast<uint8_t>(b);
+    }
+    const json &model = j.at("model");
+    if (model.value("type", "") != "BPE") {
+      error = path + ": model.type '" + model.value("type", "") +
+              "' is not supported; msac-run reads BPE tokenizers";
+      return nullptr;
+    }
+    for (auto it = model.at("vocab").begin(); it != model.at("vocab").end();
+         ++it) {
+      int32_t id = it.value().get<int32_t>();
+      t->vocab[it.key()] = id;
+      t->idToToken[id] = it.key();
+    }
+    int32_t rank = 0;
+    for (const json &m : model.at("merges")) {
+      std::string a, b;
+      if (m.is_string()) {
+        std::string s = m.get<std::string>();
+        size_t sp = s.find(' ');
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else {
+        a = m.at(0).get<std::string>();
+        b = m.at(1).get<std::string>();
+      }
+      t->mergeRank.emplace(a + '\x01' + b, rank++);
+    }
+    if (j.contains("added_tokens"))
+      for (const json &a : j.at("added_tokens")) {
+        int32_t id = a.at("id").get<int32_t>();
+        std::string content = a.at("content").get<std::string>();
+        t->added.push_back({content, id});
+        t->idToToken[id] = content;
+        if (a.value("special", false))
+          t->special[id] = content;
+      }
+    std::sort(t->added.begin(), t->added.end(), [](auto &x, auto &y) {
+      return x.first.size() > y.first.size();
+    });
+
+    const json normalizer = j.value("normalizer", json());
+    if (!normalizer.is_null()) {
+      if (normalizer.value("type", "") != "NFC") {
+        error = path + ": normalizer '" + normalizer.value("type", "") +
+                "' is not supported (null or NFC)";
+        return nullptr;
+      }
+      t->nfc = true;
+    }
+    auto addRegex = [&](const std::string &pattern) -> bool {
+      int code;
+      PCRE2_SIZE offset;
+      pcre2_code *re = pcre2_compile(
+          reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+          PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
+      if (!re) {
+        PCRE2_UCHAR message[256];
+        pcre2_get_error_message(code, message, sizeof(message));
+        error = path + ": pre_tokenizer regex does not compile at offset " +
+                std::to_string(offset) + ": " +
+                reinterpret_cast<char *>(message);
+        return false;
+      }
+      t->regexes.push_back(re);
+      return true;
+    };
+    std::vector<json> pre;
+    const json p = j.value("pre_tokenizer", json());
+    if (!p.is_null()) {
+      if (p.value("type", "") == "Sequence")
+        for (const json &x : p.at("pretokenizers"))
+          pre.push_back(x);
+      else
+        pre.push_back(p);
+    }
+    for (const json &x : pre) {
+      std::string type = x.value("type", "");
+      if (type == "Split") {
+        if (!addRegex(x.at("pattern").at("Regex").get<std::string>()))
+          return nullptr;
+      } else if (type == "ByteLevel") {
+        t->byteLevel = true;
+        if (x.value("use_regex", true) &&
+            !addRegex("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| "
+                      "?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"))
+          return nullptr;
+      } else {
+        error = path + ": pre_tokenizer type '" + type +
+                "' is not supported (Split, ByteLevel, Sequence)";
+        return nullptr;
+      }
+    }
+    if (!t->byteLevel) {
+      error = path + ": only byte-level BPE tokenizers are supported (no "
+                     "ByteLevel pre_tokenizer found)";
+      return nullptr;
+    }
+  } catch (const std::exception &e) {
+    error = path + ": malformed tokenizer: " + e.what();
+    return nullptr;
+  }
+  return t;
+}
+
+std::vector<std::string> Tokenizer::pretokenize(const std::string &text) const {
+  std::vector<std::string> pieces = {text};
+  for (void *opaque : regexes) {
+    auto *re = static_cast<pcre2_code *>(opaque);
+    pcre2_match_data *match = pcre2_match_data_create_from_pattern(re, nullptr);
+    std::vector<std::string> out;
+    for (const std::string &piece : pieces) {
+      size_t start = 0;
+      while (start < piece.size()) {
+        int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(piece.data()),
+                             piece.size(), start, 0, match, nullptr);
+        if (rc < 0) {
+          out.push_back(piece.substr(start));
+          break;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(match);
+        if (ov[0] > start)
+          out.push_back(piece.substr(start, ov[0] - start));
+        if (ov[1] == ov[0]) { // empty match: step one code point
+          size_t n = utf8Chars(piece.substr(ov[0], 4)).front().size();
+          out.push_back(piece.substr(ov[0], n));
+          start = ov[0] + n;
+          continue;
+        }
+        out.push_back(piece.substr(ov[0], ov[1] - ov[0]));
+        start = ov[1];
+      }
+    }
+    pcre2_match_data_free(match);
+    pieces = std::move(out);
+  }
+  return pieces;
+}
+
+std::vector<int32_t> Tokenizer::bpe(const std::string &piece) const {
+  std::vector<std::string> symbols;
+  for (unsigned char byte : piece)
+    symbols.push_back(byteToSymbol[byte]);
+  while (symbols.size() > 1) {
+    int best = INT_MAX;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      auto it = mergeRank.find(symbols[i] + '\x01' + symbols[i + 1]);
+      if (it != mergeRank.end() && it->second < best) {
+        best = it->second;
+        at = i;
+      }
+    }
+    if (best == INT_MAX)
+      break;
+    symbols[at] += symbols[at + 1];
+    symbols.erase(symbols.begin() + at + 1);
+  }
+  std::vector<int32_t> ids;
+  for (const std::string &s : symbols) {
+    auto it = vocab.find(s);
+    if (it != vocab.end()) {
+      ids.push_back(it->second);
+      continue;
+    }
+    // A symbol the vocabulary lacks: fall back to its single bytes.
+    for (const std::string &c : utf8Chars(s)) {
+      auto byte = vocab.find(c);
+      if (byte != vocab.end())
+        ids.push_back(byte->second);
+    }
+  }
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string &input) const {
+  std::string text = input;
+  if (nfc) {
+    utf8proc_uint8_t *normalized =
+        utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t *>(input.c_str()));
+    if (normalized) {
+      text = reinterpret_cast<char *>(normalized);
+      free(normalized);
+    }
+  }
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  auto flush = [&](size_t end) {
+    if (end <= start)
+      return;
+    for (const std::string &piece : pretokenize(text.substr(start, end - start))) {
+      std::vector<int32_t> part = bpe(piece);
+      ids.insert(ids.end(), part.begin(), part.end());
+    }
+  };
+  for (size_t i = 0; i < text.size();) {
+    bool matched = false;
+    for (const auto &[content, id] : added)
+      if (!content.empty() && text.compare(i, content.size(), content) == 0) {
+        flush(i);
+        ids.push_back(id);
+        i += content.size();
+        start = i;
+        matched = true;
+        break;
+      }
+    if (!matched)
+      ++i;
+  }
+  flush(text.size());
+  return ids;
+}
+
+std::string Tokenizer::tokenBytes(int32_t id) const {
+  auto it = idToToken.find(id);
+  if (it == idToToken.end())
+    return "";
+  for (const auto &[content, addedId] : added)
+    if (addedId == id)
+      return content;
+  std::string bytes;
+  for (const std::string &c : utf8Chars(it->second)) {
+    auto b = symbolToByte.find(c);
+    if (b != symbolToByte.end())
+      bytes += static_cast<char>(b->second);
+    else
+      bytes += c;
+  }
+  return bytes;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
+  std::string out;
+  for (int32_t id : ids)
+    out += tokenBytes(id);
+  return out;
+}

@@ -1,0 +1,301 @@
+//===- msac-run.cpp - Run an msac artifact ---------------------------------===//
+//
+// Part of msac. No LLVM or MLIR dependency.
+//
+//   msac-run inspect  ARTIFACT [--json]
+//   msac-run generate ARTIFACT -p PROMPT [-n N] [--temp T] [--top-k K]
+//                     [--top-p P] [-s SEED] [--chunk-size C] [--ignore-eos]
+//   msac-run bench    ARTIFACT [--batch B] [--input-len L] [--output-len O]
+//                     [--json]
+//
+// Exit status: 0 success, 1 runtime or artifact error, 2 bad usage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Runtime/Artifact.h"
+#include "msac/Runtime/Engine.h"
+#include "msac/Runtime/Tokenizer.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+using namespace msac::runtime;
+
+namespace {
+
+/// Peak resident memory of this process, bytes (VmHWM).
+uint64_t peakRss() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+int fail(const std::string &message) {
+  std::cerr << "msac-run: error: " << message << "\n";
+  return 1;
+}
+
+std::unique_ptr<Artifact> loadArtifact(const std::string &path, int &rc) {
+  std::string error;
+  std::unique_ptr<Artifact> a = Artifact::load(path, error);
+  if (!a)
+    rc = fail(error);
+  return a;
+}
+
+HostModelOptions instanceOptions(const Artifact &a, int64_t batch,
+                                 int64_t context, int64_t chunk) {
+  HostModelOptions o;
+  o.maxSequences = batch;
+  o.maxBlocksPerSequence = (context + a.model().pageSize - 1) / a.model().pageSize;
+  o.numPages = o.maxSequences * o.maxBlocksPerSequence;
+  o.maxTokens = std::max<int64_t>(chunk, batch);
+  return o;
+}
+
+int inspect(const std::string &path, bool asJson) {
+  int rc = 0;
+  auto a = loadArtifact(path, rc);
+  if (!a)
+    return rc;
+  const ModelInfo &m = a->model();
+  uint64_t activationBytesPerToken = 0;
+  size_t weights = 0, caches = 0;
+  for (const Buffer &b : a->buffers()) {
+    weights += b.kind == Buffer::Kind::Weight;
+    caches += b.kind == Buffer::Kind::Cache;
+    if (b.kind == Buffer::Kind::Activation) {
+      uint64_t n = b.elementBytes();
+      for (const Extent &e : b.shape)
+        n *= e.symbol.empty() ? e.value : 1;
+      activationBytesPerToken += n;
+    }
+  }
+  int64_t sparse = std::count(m.layerAttention.begin(), m.layerAttention.end(),
+                              "sparse");
+  if (asJson) {
+    nlohmann::ordered_json j = {
+        {"artifact", path},
+        {"format_version", a->formatVersion},
+        {"producer", a->producer},
+        {"target", a->target},
+        {"model",
+         {{"model_type", m.modelType},
+          {"hidden_size", m.hiddenSize},
+          {"num_layers", m.numLayers},
+          {"msa_layers", sparse},
+          {"num_attention_heads", m.numHeads},
+          {"num_key_value_heads", m.numKVHeads},
+          {"head_dim", m.headDim},
+          {"vocab_size", m.vocabSize},
+          {"page_size", m.pageSize}}},
+        {"kernels", a->kernelNames().size()},
+        {"launches_per_step", a->prefillSchedule().size()},
+        {"weights", {{"tensors", weights}, {"bytes", a->weightBytes()}}},
+        {"caches", caches},
+        {"activation_bytes_per_token", activationBytesPerToken}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "artifact:        " << path << "\n"
+            << "format version:  " << a->formatVersion << " (" << a->producer
+            << ")\n"
+            << "target:          " << a->target << "\n"
+            << "model:           " << m.modelType << ", " << m.numLayers
+            << " layers (" << sparse << " MSA), hidden " << m.hiddenSize
+            << ", heads " << m.numHeads << "/" << m.numKVHeads << " x "
+            << m.headDim << ", vocab " << m.vocabSize << "\n"
+            << "kernels:         " << a->kernelNames().size() << ", "
+            << a->prefillSchedule().size() << " launches per step\n"
+            << "weights:         " << weights << " tensors, "
+            << a->weightBytes() << " bytes (weights.bin, mapped)\n"
+            << "caches:          " << caches << " paged caches of "
+            << m.pageSize << "-token pages\n"
+            << "activations:     " << activationBytesPerToken
+            << " bytes per token in a step\n";
+  return 0;
+}
+
+struct GenerateOptions {
+  std::string prompt;
+  int64_t maxTokens = 32;
+  SamplingParams sampling;
+  int64_t chunk = 512;
+  bool ignoreEos = false;
+};
+
+int generate(const std::string &path, const GenerateOptions &g) {
+  int rc = 0;
+  auto a = loadArtifact(path, rc);
+  if (!a)
+    return rc;
+  std::string error;
+  std::unique_ptr<Tokenizer> tok =
+      Tokenizer::load(path + "/tokenizer.json", error);
+  if (!tok)
+    return fail(error + " (the artifact needs the checkpoint's tokenizer.json)");
+  Request req;
+  if (a->model().bosTokenId >= 0)
+    req.prompt.push_back(static_cast<int32_t>(a->model().bosTokenId));
+  std::vector<int32_t> ids = tok->encode(g.prompt);
+  req.prompt.insert(req.prompt.end(), ids.begin(), ids.end());
+  req.maxNewTokens = g.maxTokens;
+  req.sampling = g.sampling;
+  req.stopAtEos = !g.ignoreEos;
+  int64_t context = static_cast<int64_t>(req.prompt.size()) + g.maxTokens;
+  Engine engine(*a, instanceOptions(*a, 1, context, g.chunk), g.chunk);
+  std::vector<RequestResult> results;
+  std::cout << g.prompt << std::flush;
+  std::string pending;
+  bool ok = engine.run({req}, results, [&](size_t, int32_t token) {
+    if (tok->isSpecial(token))
+      return;
+    // Stream whole UTF-8 characters only.
+    pending += tok->tokenBytes(token);
+    size_t complete = pending.size();
+    while (complete > 0) {
+      size_t i = complete - 1;
+      while (i > 0 && (static_cast<unsigned char>(pending[i]) & 0xC0) == 0x80)
+        --i;
+      unsigned char lead = static_cast<unsigned char>(pending[i]);
+      size_t need = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : 4;
+      if (i + need <= complete)
+        break;
+      complete = i;
+    }
+    std::cout << pending.substr(0, complete) << std::flush;
+    pending.erase(0, complete);
+  }, error);
+  // Bytes of an unfinished UTF-8 character at the end are dropped.
+  std::cout << "\n";
+  if (!ok)
+    return fail(error);
+  const EngineStats &s = engine.stats();
+  const RequestResult &r = results[0];
+  std::fprintf(stderr,
+               "\nmsac-run: prompt %zu tokens, generated %zu tokens (%s); "
+               "TTFT %.1f ms; prefill %.1f tokens/s; decode %.1f tokens/s\n",
+               req.prompt.size(), r.tokens.size(), r.stopReason.c_str(),
+               r.ttftMs,
+               s.prefillMs > 0 ? s.prefillTokens * 1000.0 / s.prefillMs : 0.0,
+               s.decodeMs > 0 ? s.decodeTokens * 1000.0 / s.decodeMs : 0.0);
+  return 0;
+}
+
+struct BenchOptions {
+  int64_t batch = 1, inputLen = 128, outputLen = 32, chunk = 2048;
+  bool json = false;
+};
+
+int bench(const std::string &path, const BenchOptions &b) {
+  int rc = 0;
+  auto a = loadArtifact(path, rc);
+  if (!a)
+    return rc;
+  std::vector<Request> requests(b.batch);
+  for (int64_t r = 0; r < b.batch; ++r) {
+    for (int64_t i = 0; i < b.inputLen; ++i)
+      requests[r].prompt.push_back(static_cast<int32_t>(
+          (i * 7919 + r * 104729 + 17) % std::max<int64_t>(a->model().vocabSize - 2, 1)));
+    requests[r].maxNewTokens = b.outputLen;
+    requests[r].stopAtEos = false;
+  }
+  int64_t chunk = std::max(b.chunk, b.batch * b.inputLen);
+  Engine engine(*a, instanceOptions(*a, b.batch, b.inputLen + b.outputLen, chunk),
+                chunk);
+  std::vector<RequestResult> results;
+  std::string error;
+  if (!engine.run(requests, results, nullptr, error))
+    return fail(error);
+  const EngineStats &s = engine.stats();
+  double ttft = 0, tpot = 0;
+  for (const RequestResult &r : results) {
+    ttft += r.ttftMs / b.batch;
+    if (r.tokens.size() > 1)
+      tpot += (r.finishMs - r.ttftMs) / (r.tokens.size() - 1) / b.batch;
+  }
+  double prefillTps = s.prefillMs > 0 ? s.prefillTokens * 1000.0 / s.prefillMs : 0;
+  double decodeTps = s.decodeMs > 0 ? s.decodeTokens * 1000.0 / s.decodeMs : 0;
+  if (b.json) {
+    nlohmann::ordered_json j = {
+        {"artifact", path}, {"target", a->target},
+        {"batch", b.batch}, {"input_len", b.inputLen},
+        {"output_len", b.outputLen},
+        {"prefill_tokens_per_s", prefillTps},
+        {"decode_tokens_per_s", decodeTps},
+        {"ttft_ms", ttft}, {"tpot_ms", tpot},
+        {"total_ms", s.totalMs}, {"peak_rss_bytes", peakRss()},
+        {"cache_and_activation_bytes", engine.model().allocatedBytes()}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("| batch | input | output | prefill tok/s | decode tok/s | "
+              "TTFT ms | TPOT ms | peak RSS MiB |\n"
+              "|---|---|---|---|---|---|---|---|\n"
+              "| %lld | %lld | %lld | %.1f | %.1f | %.1f | %.2f | %.1f |\n",
+              static_cast<long long>(b.batch), static_cast<long long>(b.inputLen),
+              static_cast<long long>(b.outputLen), prefillTps, decodeTps, ttft,
+              tpot, peakRss() / 1048576.0);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"msac-run: run msac artifacts (generate, bench, inspect)"};
+  app.require_subcommand(1);
+  std::string artifact;
+  bool inspectJson = false;
+  CLI::App *inspectCmd = app.add_subcommand("inspect", "Describe an artifact");
+  inspectCmd->add_option("artifact", artifact, "Artifact folder")->required();
+  inspectCmd->add_flag("--json", inspectJson, "Print JSON");
+
+  GenerateOptions g;
+  CLI::App *gen = app.add_subcommand("generate", "Generate text from a prompt");
+  gen->add_option("artifact", artifact, "Artifact folder")->required();
+  gen->add_option("-p,--prompt", g.prompt, "Prompt text")->required();
+  gen->add_option("-n,--max-tokens", g.maxTokens, "Tokens to generate")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  gen->add_option("--temp,--temperature", g.sampling.temperature,
+                  "Sampling temperature (0 = greedy)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  gen->add_option("--top-k", g.sampling.topK, "Keep the k most likely tokens (0 = all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  gen->add_option("--top-p", g.sampling.topP, "Nucleus probability mass")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  gen->add_option("-s,--seed", g.sampling.seed, "Random seed")->capture_default_str();
+  gen->add_option("--chunk-size", g.chunk, "Prefill chunk (tokens per step)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  gen->add_flag("--ignore-eos", g.ignoreEos, "Do not stop at end-of-sequence");
+
+  BenchOptions b;
+  CLI::App *benchCmd = app.add_subcommand("bench", "Measure prefill and decode");
+  benchCmd->add_option("artifact", artifact, "Artifact folder")->required();
+  benchCmd->add_option("--batch", b.batch, "Sequences")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  benchCmd->add_option("--input-len", b.inputLen, "Prompt tokens")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  benchCmd->add_option("--output-len", b.outputLen, "Generated tokens")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  benchCmd->add_flag("--json", b.json, "Print JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (*inspectCmd)
+    return inspect(artifact, inspectJson);
+  if (*gen)
+    return generate(artifact, g);
+  return bench(artifact, b);
+}
