@@ -102,14 +102,18 @@ std::string msac::writeArtifact(const std::string &dir,
   json::Array kernels;
   for (const std::string &name : program.kernelNames)
     kernels.push_back(json::Object{{"name", name}});
-  json::Array steps;
-  for (const Launch &l : program.schedule) {
-    json::Array ids;
-    for (int64_t id : l.buffers)
-      ids.push_back(id);
-    steps.push_back(
-        json::Object{{"kernel", l.kernel}, {"op", l.op}, {"buffers", std::move(ids)}});
-  }
+  auto launches = [](const std::vector<Launch> &list) {
+    json::Array steps;
+    for (const Launch &l : list) {
+      json::Array ids;
+      for (int64_t id : l.buffers)
+        ids.push_back(id);
+      steps.push_back(json::Object{
+          {"kernel", l.kernel}, {"op", l.op}, {"buffers", std::move(ids)}});
+    }
+    return steps;
+  };
+  json::Array steps = launches(program.schedule);
   json::Array outputs;
   for (int64_t id : program.outputs)
     outputs.push_back(id);
@@ -153,7 +157,9 @@ std::string msac::writeArtifact(const std::string &dir,
       {"buffers", std::move(buffers)},
       // One forward function serves prefill, chunked prefill and decode: the
       // schedule is the same, only T (tokens in the step) differs.
-      {"schedules", json::Object{{"prefill", json::Array(steps)},
+      // `init` runs once at load (dequantizing packed weights).
+      {"schedules", json::Object{{"init", launches(program.init)},
+                                 {"prefill", json::Array(steps)},
                                  {"decode", std::move(steps)}}},
       {"outputs", std::move(outputs)},
       {"weights", json::Object{{"file", "weights.bin"},

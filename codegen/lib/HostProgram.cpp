@@ -199,8 +199,13 @@ public:
   Type f32, i32, i16, i64, ptrT;
 };
 
+/// Element type of the buffer that holds `v`: a block-scaled value is
+/// dequantized to an FP32 buffer once, when the model is loaded.
 Type elementOf(Value v) {
-  return cast<ShapedType>(v.getType()).getElementType();
+  Type element = cast<ShapedType>(v.getType()).getElementType();
+  if (isa<bsq::QuantizedTypeInterface>(element))
+    return Float32Type::get(v.getContext());
+  return element;
 }
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<ShapedType>(v.getType()).getShape();
@@ -702,6 +707,139 @@ void logitsKernel(KB &k, msa::LogitsOp op) {
   });
 }
 
+
+/// Decodes an FP4 E2M1 code (low 4 bits of `code`, an i32) to FP32.
+Value decodeE2M1(KB &k, Value code) {
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(v));
+  };
+  Value m = arith::AndIOp::create(k.b, k.loc, code, ci(7));
+  static const double values[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  Value v = k.cf(0);
+  for (int i = 1; i < 8; ++i)
+    v = k.select(k.icmp(arith::CmpIPredicate::eq, m, ci(i)), k.cf(values[i]), v);
+  Value negative = k.icmp(arith::CmpIPredicate::ne,
+                          arith::AndIOp::create(k.b, k.loc, code, ci(8)), ci(0));
+  return k.select(negative, k.sub(k.cf(0), v), v);
+}
+
+/// Decodes an 8-bit float (`byte` as i32) of `type` to FP32: E4M3FN (bias
+/// 7, 0x7F NaN), E5M2 (bias 15), E8M0 (2^(byte-127), 0xFF NaN).
+Value decodeByteFloat(KB &k, Value byte, Type type) {
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(v));
+  };
+  auto shl = [&](Value x, int64_t n) {
+    return arith::ShLIOp::create(k.b, k.loc, x, ci(n));
+  };
+  auto bits = [&](Value i) { return arith::BitcastOp::create(k.b, k.loc, k.f32, i); };
+  if (isa<Float8E8M0FNUType>(type) || type.isUnsignedInteger(8) ||
+      type.isSignlessInteger(8)) {
+    Value normal = bits(shl(byte, 23));
+    Value v = k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(0)),
+                       bits(ci(0x00400000)), normal);
+    return k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(255)),
+                    k.cf(NAN), v);
+  }
+  const bool e5m2 = isa<Float8E5M2Type>(type);
+  const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  Value sign = shl(arith::ShRUIOp::create(k.b, k.loc, byte, ci(7)), 31);
+  Value exponent = arith::AndIOp::create(
+      k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, byte, ci(mant)),
+      ci(e5m2 ? 31 : 15));
+  Value m = arith::AndIOp::create(k.b, k.loc, byte, ci((1 << mant) - 1));
+  Value normal = bits(arith::OrIOp::create(
+      k.b, k.loc, sign,
+      arith::OrIOp::create(
+          k.b, k.loc,
+          shl(arith::AddIOp::create(k.b, k.loc, exponent, ci(127 - bias)), 23),
+          shl(m, 23 - mant))));
+  Value sub = k.mul(arith::UIToFPOp::create(k.b, k.loc, k.f32, m),
+                    k.cf(std::ldexp(1.0, 1 - bias - mant)));
+  sub = k.select(k.icmp(arith::CmpIPredicate::ne, sign, ci(0)),
+                 k.sub(k.cf(0), sub), sub);
+  Value v = k.select(k.icmp(arith::CmpIPredicate::eq, exponent, ci(0)), sub,
+                     normal);
+  Value isNan = e5m2 ? k.icmp(arith::CmpIPredicate::eq, exponent, ci(31))
+                     : arith::AndIOp::create(
+                           k.b, k.loc,
+                           k.icmp(arith::CmpIPredicate::eq, exponent, ci(15)),
+                           k.icmp(arith::CmpIPredicate::eq, m, ci(7)));
+  return k.select(isNan, k.cf(NAN), v);
+}
+
+/// `bsq.dequantize` of a packed weight: buffers data, scales, [global],
+/// out (f32, logical shape). value = storage * scale [* global], FP32.
+void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
+                      ArrayRef<int64_t> shape, Type dataType, Type scaleType,
+                      bool hasGlobal, bool invertGlobal) {
+  Value data = k.ptr(0), scales = k.ptr(1);
+  Value global = hasGlobal ? k.ptr(2) : Value();
+  Value out = k.ptr(hasGlobal ? 3 : 2);
+  int64_t numel = 1;
+  for (int64_t d : shape)
+    numel *= d;
+  const int64_t cols = shape.back();
+  const int64_t rows2 = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  SmallVector<int64_t> block = q.getBlockShape();
+  const bool fourBit = q.getStorageType().getWidth() == 4;
+  Type i8 = k.b.getI8Type();
+  auto loadByte = [&](Value base, Value index) -> Value {
+    Value b = LLVM::LoadOp::create(k.b, k.loc, i8, k.gep(base, index, i8));
+    return arith::ExtUIOp::create(k.b, k.loc, k.i32, b);
+  };
+  k.loop(k.c(0), k.c(numel), [&](Value i) {
+    Value value;
+    if (fourBit) {
+      Value byte = loadByte(data, k.idiv(i, k.c(2)));
+      Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
+      Value code = k.select(
+          odd,
+          arith::ShRUIOp::create(k.b, k.loc, byte,
+                                 arith::ConstantOp::create(
+                                     k.b, k.loc, k.b.getI32IntegerAttr(4))),
+          byte);
+      value = decodeE2M1(k, code);
+    } else {
+      value = decodeByteFloat(k, loadByte(data, i), q.getStorageType());
+    }
+    Value scaleIndex;
+    if (block.empty()) {
+      scaleIndex = k.c(0);
+    } else if (block.size() == 1) {
+      scaleIndex = k.iadd(k.imul(k.idiv(i, k.c(cols)), k.c(cols / block[0])),
+                          k.idiv(k.irem(i, k.c(cols)), k.c(block[0])));
+    } else {
+      const int64_t rb = (rows2 + block[0] - 1) / block[0];
+      const int64_t cb = (cols + block[1] - 1) / block[1];
+      Value mat = k.idiv(i, k.c(rows2 * cols));
+      Value r = k.irem(k.idiv(i, k.c(cols)), k.c(rows2));
+      Value c = k.irem(i, k.c(cols));
+      scaleIndex = k.iadd(k.imul(mat, k.c(rb * cb)),
+                          k.iadd(k.imul(k.idiv(r, k.c(block[0])), k.c(cb)),
+                                 k.idiv(c, k.c(block[1]))));
+    }
+    Value scale = scaleType.isF32()
+                      ? k.loadF(scales, scaleIndex, k.f32)
+                      : decodeByteFloat(k, loadByte(scales, scaleIndex),
+                                        isa<bsq::NVFP4Type>(q)
+                                            ? Type(Float8E4M3FNType::get(
+                                                  k.b.getContext()))
+                                            : scaleType);
+    Value v = k.mul(value, scale);
+    if (hasGlobal) {
+      // One global scale per matrix of a stack (or one for the tensor).
+      Value g = k.loadF(global,
+                        shape.size() > 2 ? k.idiv(i, k.c(rows2 * cols)) : k.c(0),
+                        k.f32);
+      if (invertGlobal)
+        g = k.div(k.cf(1.0), g);
+      v = k.mul(v, g);
+    }
+    k.storeF(out, i, v, k.f32);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Program builder
 //===----------------------------------------------------------------------===//
@@ -732,9 +870,19 @@ private:
     return t.isBF16() || t.isF32() || t.isInteger(32);
   }
 
+  /// A `bsq.pack` of checkpoint tensors.
+  struct Packed {
+    Value data, scales, global;
+    bool invertGlobal = false;
+    int64_t dequantized = -1; // FP32 buffer, once created
+  };
+  /// The FP32 buffer holding packed value `v`, dequantized at load time.
+  int64_t dequantized(Value v);
+
   ModuleOp module;
   HostProgram program;
   llvm::DenseMap<Value, int64_t> buffers;
+  llvm::DenseMap<Value, Packed> packed;
   llvm::StringMap<std::string> kernelByKey;
   OpBuilder *kb = nullptr;
 };
@@ -758,10 +906,65 @@ std::vector<Extent> ProgramBuilder::symbolicShape(Value v) {
   return shape;
 }
 
+int64_t ProgramBuilder::dequantized(Value v) {
+  Packed &p = packed[v];
+  if (p.dequantized >= 0)
+    return p.dequantized;
+  auto type = cast<RankedTensorType>(v.getType());
+  auto q = cast<bsq::QuantizedTypeInterface>(type.getElementType());
+  BufferDesc out;
+  out.kind = BufferDesc::Kind::Activation;
+  out.name = "dequantized" + std::to_string(program.buffers.size());
+  out.dtype = "f32";
+  for (int64_t d : type.getShape())
+    out.shape.push_back({d, ""});
+  p.dequantized = newBuffer(out);
+
+  Type dataType = cast<ShapedType>(p.data.getType()).getElementType();
+  Type scaleType = cast<ShapedType>(p.scales.getType()).getElementType();
+  std::string key;
+  {
+    llvm::raw_string_ostream os(key);
+    os << "dequantize" << type << dataType << scaleType
+       << (p.global ? "g" : "") << (p.invertGlobal ? "i" : "");
+  }
+  Launch launch;
+  launch.op = "bsq.dequantize";
+  launch.buffers = {bufferFor(p.data), bufferFor(p.scales)};
+  if (p.global)
+    launch.buffers.push_back(bufferFor(p.global));
+  launch.buffers.push_back(p.dequantized);
+  auto found = kernelByKey.find(key);
+  if (found != kernelByKey.end()) {
+    launch.kernel = found->second;
+  } else {
+    launch.kernel = "msac_k" + std::to_string(program.kernelNames.size()) +
+                    "_dequantize";
+    kernelByKey[key] = launch.kernel;
+    program.kernelNames.push_back(launch.kernel);
+    OpBuilder &b = *kb;
+    Location loc = v.getLoc();
+    auto ptrT = LLVM::LLVMPointerType::get(b.getContext());
+    auto fn = func::FuncOp::create(b, loc, launch.kernel,
+                                   b.getFunctionType({ptrT, ptrT}, {}));
+    Block *entry = fn.addEntryBlock();
+    OpBuilder body(entry, entry->end());
+    KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
+    k.entry = entry;
+    dequantizeKernel(k, q, type.getShape(), dataType, scaleType,
+                     static_cast<bool>(p.global), p.invertGlobal);
+    func::ReturnOp::create(body, loc);
+  }
+  program.init.push_back(launch);
+  return p.dequantized;
+}
+
 int64_t ProgramBuilder::bufferFor(Value v) {
   auto it = buffers.find(v);
   if (it != buffers.end())
     return it->second;
+  if (packed.count(v))
+    return dequantized(v);
   BufferDesc desc;
   desc.kind = BufferDesc::Kind::Activation;
   desc.name = "t" + std::to_string(program.buffers.size());
@@ -779,7 +982,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   all.append(results.begin(), results.end());
   for (Value v : all)
     if (auto shaped = dyn_cast<ShapedType>(v.getType()))
-      if (!isSupportedElement(shaped.getElementType()))
+      if (!isSupportedElement(shaped.getElementType()) && !packed.count(v))
         return op->emitError("the host backend does not support element type ")
                << shaped.getElementType() << " yet";
   // Kernels are shared by ops that print identically apart from SSA names.
@@ -878,7 +1081,7 @@ FailureOr<HostProgram> ProgramBuilder::run() {
 
   for (Operation &op : body.without_terminator()) {
     if (isa<arith::ConstantOp, tensor::DimOp>(op))
-      continue; // scalars: T comes with the step
+      continue; // scalars (T comes with the step) and pack's constant 1
     if (auto weight = dyn_cast<msa::WeightOp>(op)) {
       BufferDesc desc;
       desc.kind = BufferDesc::Kind::Weight;
@@ -906,9 +1109,38 @@ FailureOr<HostProgram> ProgramBuilder::run() {
       buffers[insert.getResult()] = bufferFor(insert.getCache());
       continue;
     }
+    if (auto pack = dyn_cast<bsq::PackOp>(op)) {
+      Packed p;
+      p.data = pack.getData();
+      p.scales = pack.getScales();
+      if (Value g = pack.getGlobalScale()) {
+        // compressed-tensors: the importer wrote 1 / weight_global_scale.
+        if (auto div = g.getDefiningOp<arith::DivFOp>()) {
+          p.invertGlobal = true;
+          g = div.getRhs();
+        }
+        p.global = g;
+      }
+      packed[pack.getResult()] = p;
+      continue;
+    }
+    if (auto dq = dyn_cast<bsq::DequantizeOp>(op)) {
+      if (!packed.count(dq.getInput()) ||
+          !elementOf(dq.getResult()).isF32())
+        return dq.emitError("the host backend dequantizes packed weights to "
+                            "f32 only"),
+               failure();
+      buffers[dq.getResult()] = dequantized(dq.getInput());
+      continue;
+    }
+    if (isa<arith::DivFOp>(op) &&
+        llvm::all_of(op.getUsers(), [](Operation *u) {
+          return isa<bsq::PackOp>(u);
+        }))
+      continue; // the inverted global scale of a pack, handled there
     if (isa<bsq::BSQDialect>(op.getDialect()))
-      return op.emitError("the host backend does not run block-scaled "
-                          "weights yet; compile a bf16 checkpoint"),
+      return op.emitError("the host backend has no kernel for this op; run "
+                          "-msac-reference-pipeline first"),
              failure();
     if (!isa<msa::EmbeddingOp, msa::RMSNormOp, msa::LinearOp, msa::RoPEOp,
              msa::IndexScoreOp, msa::BlockTopKOp, msa::SparseAttentionOp,

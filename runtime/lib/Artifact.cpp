@@ -131,6 +131,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
         out.push_back(step);
       }
     };
+    if (m.at("schedules").contains("init"))
+      readSchedule(m.at("schedules").at("init"), a->init);
     readSchedule(m.at("schedules").at("prefill"), a->prefill);
     readSchedule(m.at("schedules").at("decode"), a->decode);
     a->outputList = m.at("outputs").get<std::vector<int64_t>>();
@@ -177,7 +179,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       error = libPath + ": cannot load the host kernels: " + ::dlerror();
       return nullptr;
     }
-    for (std::vector<Step> *schedule : {&a->prefill, &a->decode})
+    for (std::vector<Step> *schedule : {&a->init, &a->prefill, &a->decode})
       for (Step &step : *schedule) {
         step.function =
             reinterpret_cast<HostKernel>(::dlsym(a->library, step.kernel.c_str()));

@@ -32,6 +32,15 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
     pointers[i] = storage[i].data();
     allocated += storage[i].size();
   }
+  // Load-time launches (dequantizing packed weights).
+  const int64_t scalars[3] = {0, 0, opts.maxBlocksPerSequence};
+  std::vector<void *> args;
+  for (const Step &s : art.initSchedule()) {
+    args.clear();
+    for (int64_t id : s.buffers)
+      args.push_back(pointers[id]);
+    s.function(args.data(), scalars);
+  }
 }
 
 int64_t HostModel::resolve(const Extent &e) const {

@@ -21,6 +21,9 @@
 #include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Import/M3Importer.h"
+#include "msac/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
@@ -234,6 +237,13 @@ int runCompile() {
   if (emit == EmitStage::Msa)
     return print(*module);
   progress(3, steps, "generating host kernels and the launch schedule");
+  {
+    // Block-scaled projections become FP32 dequantization + msa.linear.
+    mlir::PassManager pm(&context);
+    buildReferencePipeline(pm);
+    if (failed(pm.run(*module)))
+      return 3;
+  }
   mlir::FailureOr<HostProgram> program = buildHostProgram(*module);
   if (failed(program))
     return 1;

@@ -306,38 +306,42 @@ std::vector<float> M3Reference::matvec(const std::vector<float> &x,
 
 std::vector<float> M3Reference::rmsNorm(const std::vector<float> &x,
                                         const std::string &weight) const {
+  // FP32 (§1.4): y = x / sqrt(mean(x^2) + eps) * (1 + w).
   const std::vector<float> &g = w(weight);
   const int64_t dim = static_cast<int64_t>(g.size());
   std::vector<float> y(x.size());
   for (size_t start = 0; start < x.size(); start += dim) {
-    double ss = 0;
+    float ss = 0;
     for (int64_t i = 0; i < dim; ++i)
-      ss += static_cast<double>(x[start + i]) * x[start + i];
-    double inv = 1.0 / std::sqrt(ss / dim + cfg.rmsNormEps);
+      ss += x[start + i] * x[start + i];
+    float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) +
+                                 static_cast<float>(cfg.rmsNormEps));
     for (int64_t i = 0; i < dim; ++i) {
-      double scale = cfg.gemmaNorm ? 1.0 + g[i] : g[i];
-      y[start + i] = roundBF16(static_cast<float>(x[start + i] * inv * scale));
+      float scale = cfg.gemmaNorm ? g[i] + 1.0f : g[i];
+      y[start + i] = roundBF16(x[start + i] * inv * scale);
     }
   }
   return y;
 }
 
 void M3Reference::rope(float *head, int64_t position) const {
+  // FP32 angles (NeoX pairing, §1.4): channel i pairs with i + r/2.
   const int64_t half = cfg.rotaryDim / 2;
   for (int64_t i = 0; i < half; ++i) {
-    double invFreq = std::pow(cfg.ropeTheta, -2.0 * i / cfg.rotaryDim);
-    double angle = static_cast<double>(position) * invFreq;
-    double c = std::cos(angle), s = std::sin(angle);
-    double a = head[i], b = head[i + half];
-    head[i] = roundBF16(static_cast<float>(a * c - b * s));
-    head[i + half] = roundBF16(static_cast<float>(b * c + a * s));
+    float invFreq = static_cast<float>(
+        std::pow(cfg.ropeTheta, -2.0 * static_cast<double>(i) / cfg.rotaryDim));
+    float angle = static_cast<float>(position) * invFreq;
+    float c = std::cos(angle), s = std::sin(angle);
+    float a = head[i], b = head[i + half];
+    head[i] = roundBF16(a * c - b * s);
+    head[i + half] = roundBF16(b * c + a * s);
   }
 }
 
-static float swiglu(float gate, float up, double alpha, double limit) {
-  double g = std::min<double>(gate, limit);
-  double u = std::clamp<double>(up, -limit, limit);
-  return static_cast<float>((u + 1.0) * g / (1.0 + std::exp(-alpha * g)));
+static float swiglu(float gate, float up, float alpha, float limit) {
+  float g = std::min(gate, limit);
+  float u = std::min(std::max(up, -limit), limit);
+  return (u + 1.0f) * g * (1.0f / (1.0f + std::exp(-(alpha * g))));
 }
 
 std::vector<float> M3Reference::swigluMlp(const std::vector<float> &x,
@@ -349,7 +353,8 @@ std::vector<float> M3Reference::swigluMlp(const std::vector<float> &x,
   std::vector<float> u = roundAll(matvec(x, up, inner));
   std::vector<float> a(inner);
   for (int64_t i = 0; i < inner; ++i)
-    a[i] = roundBF16(swiglu(g[i], u[i], cfg.swigluAlpha, cfg.swigluLimit));
+    a[i] = roundBF16(swiglu(g[i], u[i], static_cast<float>(cfg.swigluAlpha),
+                            static_cast<float>(cfg.swigluLimit)));
   return roundAll(matvec(a, down, cfg.hiddenSize));
 }
 
@@ -454,11 +459,11 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         // Router (§1.4): FP32 logits, sigmoid, top-k on score + bias, the
         // unbiased scores renormalized and scaled.
         std::vector<float> logitsE = matvec(h2, m + "gate.weight", c.numExperts);
-        std::vector<double> score(c.numExperts), biased(c.numExperts);
+        std::vector<float> score(c.numExperts), biased(c.numExperts);
         for (int64_t e = 0; e < c.numExperts; ++e) {
-          score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(logitsE[e])));
+          score[e] = 1.0f / (1.0f + std::exp(-logitsE[e]));
           biased[e] = score[e] +
-                      (c.routingBias ? w(m + "e_score_correction_bias")[e] : 0.0);
+                      (c.routingBias ? w(m + "e_score_correction_bias")[e] : 0.0f);
         }
         std::vector<int64_t> order(c.numExperts);
         std::iota(order.begin(), order.end(), 0);
@@ -466,23 +471,25 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
           return biased[a] != biased[b] ? biased[a] > biased[b] : a < b;
         });
-        double total = 0;
+        float total = 0;
         for (int64_t i = 0; i < c.expertsPerToken; ++i)
           total += score[order[i]];
         if (c.numExperts > c.expertsPerToken)
-          margin = std::min(margin, biased[order[c.expertsPerToken - 1]] -
+          margin = std::min<double>(margin, biased[order[c.expertsPerToken - 1]] -
                                         biased[order[c.expertsPerToken]]);
-        std::vector<double> routed(H, 0.0);
+        std::vector<float> routed(H, 0.0f);
         for (int64_t i = 0; i < c.expertsPerToken; ++i) {
           int64_t e = order[i];
-          double weight = (c.renormalize ? score[e] / total : score[e]) *
-                          c.routedScalingFactor;
+          float weight = static_cast<float>(c.routedScalingFactor) *
+                         (c.renormalize ? score[e] / total : score[e]);
           const std::string x0 = m + "experts." + std::to_string(e) + ".";
           std::vector<float> g = roundAll(matvec(h2, x0 + "w1.weight", c.moeIntermediateSize));
           std::vector<float> u = roundAll(matvec(h2, x0 + "w3.weight", c.moeIntermediateSize));
           std::vector<float> a(c.moeIntermediateSize);
           for (int64_t j = 0; j < c.moeIntermediateSize; ++j)
-            a[j] = roundBF16(swiglu(g[j], u[j], c.swigluAlpha, c.swigluLimit));
+            a[j] = roundBF16(swiglu(g[j], u[j],
+                                    static_cast<float>(c.swigluAlpha),
+                                    static_cast<float>(c.swigluLimit)));
           std::vector<float> d = matvec(a, x0 + "w2.weight", H);
           for (int64_t j = 0; j < H; ++j)
             routed[j] += weight * d[j];
@@ -494,7 +501,7 @@ std::vector<float> M3Reference::forward(Sequence &seq,
                              m + "shared_experts.down_proj.weight",
                              c.sharedIntermediateSize);
         for (int64_t j = 0; j < H; ++j)
-          ffn[j] = roundBF16(roundBF16(static_cast<float>(routed[j])) + shared[j]);
+          ffn[j] = roundBF16(roundBF16(routed[j]) + shared[j]);
       }
       for (int64_t i = 0; i < H; ++i)
         x[i] = roundBF16(residual[i] + ffn[i]);

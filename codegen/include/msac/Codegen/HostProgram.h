@@ -59,6 +59,9 @@ struct Launch {
 struct HostProgram {
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
   std::vector<BufferDesc> buffers;
+  /// Run once when the model is loaded: dequantizes block-scaled weights
+  /// (kept packed in the artifact) into FP32 buffers.
+  std::vector<Launch> init;
   std::vector<Launch> schedule;
   /// Buffers returned by `@forward`: logits first, then updated caches.
   std::vector<int64_t> outputs;

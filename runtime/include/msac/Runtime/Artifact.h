@@ -70,6 +70,8 @@ public:
   const std::string &directory() const { return dir; }
   const ModelInfo &model() const { return info; }
   const std::vector<Buffer> &buffers() const { return bufferList; }
+  /// Launches run once when a model instance is created.
+  const std::vector<Step> &initSchedule() const { return init; }
   const std::vector<Step> &prefillSchedule() const { return prefill; }
   const std::vector<Step> &decodeSchedule() const { return decode; }
   const std::vector<int64_t> &outputs() const { return outputList; }
@@ -85,7 +87,7 @@ private:
   std::string dir;
   ModelInfo info;
   std::vector<Buffer> bufferList;
-  std::vector<Step> prefill, decode;
+  std::vector<Step> init, prefill, decode;
   std::vector<int64_t> outputList;
   std::vector<std::string> kernels;
   const uint8_t *weights = nullptr;
