@@ -213,3 +213,32 @@ TEST(ModelConfig, QuantizationMethods) {
 }
 
 } // namespace
+
+namespace {
+TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocating) {
+  auto replace = [](std::string text, const std::string &from,
+                    const std::string &to) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const std::string base = smallConfig();
+  const std::pair<std::string, const char *> cases[] = {
+      {replace(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":1000000000"),
+       "must be <= 1024"},
+      {replace(base, "\"num_local_experts\":2", "\"num_local_experts\":100000000"),
+       "must be <= 4096"},
+      {replace(base, "\"hidden_size\":32", "\"hidden_size\":1000000000000"),
+       "must be <= 131072"},
+      {replace(base, "\"vocab_size\":64", "\"vocab_size\":18446744073709551615"),
+       "is out of range"},
+      {replace(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":0"),
+       "must be >= 1"},
+  };
+  for (const auto &[text, expected] : cases) {
+    Diagnostics diags;
+    EXPECT_FALSE(parseModelConfig(text, "config.json", diags)) << expected;
+    EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << all(diags);
+  }
+}
+} // namespace

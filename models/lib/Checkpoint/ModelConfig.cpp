@@ -73,7 +73,8 @@ public:
   }
 
   std::optional<int64_t> integer(const char *key, bool required,
-                                 int64_t minimum = 0) {
+                                 int64_t minimum = 0,
+                                 int64_t maximum = int64_t(1) << 24) {
     const json *v = get(key);
     if (!v) {
       if (required)
@@ -84,9 +85,21 @@ public:
       error(key, "must be an integer, got " + v->dump());
       return std::nullopt;
     }
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      error(key, "is out of range: " + v->dump());
+      return std::nullopt;
+    }
     int64_t value = v->get<int64_t>();
     if (value < minimum) {
       error(key, "must be >= " + std::to_string(minimum) + ", got " +
+                     std::to_string(value));
+      return std::nullopt;
+    }
+    // Sizes beyond these bounds describe no real model and would make the
+    // weight list or shapes overflow; refuse them before allocating.
+    if (value > maximum) {
+      error(key, "must be <= " + std::to_string(maximum) + ", got " +
                      std::to_string(value));
       return std::nullopt;
     }
@@ -305,14 +318,17 @@ msac::ckpt::parseModelConfig(const std::string &configText,
   auto need = [&](const char *key, int64_t minimum = 1) {
     return f.integer(key, /*required=*/true, minimum).value_or(0);
   };
-  config.hiddenSize = need("hidden_size");
-  config.numLayers = need("num_hidden_layers");
-  config.numHeads = need("num_attention_heads");
-  config.numKVHeads = need("num_key_value_heads");
-  config.vocabSize = need("vocab_size");
+  auto bounded = [&](const char *key, int64_t maximum) {
+    return f.integer(key, /*required=*/true, 1, maximum).value_or(0);
+  };
+  config.hiddenSize = bounded("hidden_size", 1 << 17);
+  config.numLayers = bounded("num_hidden_layers", 1024);
+  config.numHeads = bounded("num_attention_heads", 4096);
+  config.numKVHeads = bounded("num_key_value_heads", 4096);
+  config.vocabSize = bounded("vocab_size", 1 << 23);
   config.maxPositionEmbeddings =
       f.integer("max_position_embeddings", false, 1).value_or(0);
-  if (auto headDim = f.integer("head_dim", false, 1)) {
+  if (auto headDim = f.integer("head_dim", false, 1, 4096)) {
     config.headDim = *headDim;
   } else if (config.numHeads > 0 && config.hiddenSize % config.numHeads == 0) {
     config.headDim = config.hiddenSize / config.numHeads;
@@ -334,7 +350,7 @@ msac::ckpt::parseModelConfig(const std::string &configText,
   config.ropeTheta = f.number("rope_theta", true).value_or(0);
 
   // Partial rotary: rotary_dim and/or partial_rotary_factor must agree.
-  std::optional<int64_t> rotaryDim = f.integer("rotary_dim", false, 1);
+  std::optional<int64_t> rotaryDim = f.integer("rotary_dim", false, 1, 4096);
   std::optional<double> factor = f.number("partial_rotary_factor", false);
   if (factor && (*factor > 1.0))
     diags.error(file, f.name("partial_rotary_factor"),
@@ -427,17 +443,19 @@ msac::ckpt::parseModelConfig(const std::string &configText,
   }
   bool anyMoE = config.numMoELayers() > 0;
   bool anyDenseMlp = config.numMoELayers() < n;
-  config.numExperts = f.integer("num_local_experts", anyMoE, 1).value_or(0);
+  config.numExperts =
+      f.integer("num_local_experts", anyMoE, 1, 4096).value_or(0);
   config.expertsPerToken =
       f.integer("num_experts_per_tok", anyMoE, 1).value_or(0);
   config.moeIntermediateSize =
-      f.integer("intermediate_size", anyMoE, 1).value_or(0);
+      f.integer("intermediate_size", anyMoE, 1, 1 << 20).value_or(0);
   config.numSharedExperts = f.integer("n_shared_experts", false, 0).value_or(0);
   config.sharedIntermediateSize =
-      f.integer("shared_intermediate_size", config.numSharedExperts > 0, 0)
+      f.integer("shared_intermediate_size", config.numSharedExperts > 0, 0,
+                1 << 20)
           .value_or(0);
   config.denseIntermediateSize =
-      f.integer("dense_intermediate_size", anyDenseMlp, 1).value_or(0);
+      f.integer("dense_intermediate_size", anyDenseMlp, 1, 1 << 20).value_or(0);
   if (anyMoE && config.expertsPerToken > config.numExperts)
     diags.error(file, f.name("num_experts_per_tok"),
                 std::to_string(config.expertsPerToken) +
@@ -467,10 +485,12 @@ msac::ckpt::parseModelConfig(const std::string &configText,
       bool enabled = s.boolean("use_sparse_attention").value_or(true);
       if (enabled) {
         SparseAttentionConfig &sp = config.sparse;
-        sp.indexDim = s.integer("sparse_index_dim", true, 1).value_or(0);
-        sp.indexHeads = s.integer("sparse_num_index_heads", true, 1).value_or(0);
-        sp.topkBlocks = s.integer("sparse_topk_blocks", true, 1).value_or(0);
-        sp.blockSize = s.integer("sparse_block_size", true, 1).value_or(0);
+        sp.indexDim = s.integer("sparse_index_dim", true, 1, 4096).value_or(0);
+        sp.indexHeads =
+            s.integer("sparse_num_index_heads", true, 1, 4096).value_or(0);
+        sp.topkBlocks =
+            s.integer("sparse_topk_blocks", true, 1, 65536).value_or(0);
+        sp.blockSize = s.integer("sparse_block_size", true, 1, 65536).value_or(0);
         sp.initBlocks = s.integer("sparse_init_block", false, 0).value_or(0);
         sp.localBlocks = s.integer("sparse_local_block", false, 0).value_or(1);
         if (auto score = s.string("sparse_score_type"); score && *score != "max")
