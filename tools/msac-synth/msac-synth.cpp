@@ -232,9 +232,22 @@ bool Synthesizer::buildConfig() {
               << "' (use tiny, or --config FILE for another model)\n";
     return false;
   }
+  if (!config.is_object() ||
+      (config.contains("text_config") && !config["text_config"].is_object())) {
+    std::cerr << "msac-synth: error: the config must be a JSON object (with "
+                 "an object text_config, if any)\n";
+    return false;
+  }
   json &text = config.contains("text_config") ? config["text_config"] : config;
-  if (opts.layers > 0)
-    truncateLayers(text, opts.layers);
+  if (opts.layers > 0) {
+    try {
+      truncateLayers(text, opts.layers);
+    } catch (const json::exception &e) {
+      std::cerr << "msac-synth: error: cannot change the layer count of "
+                << "this config: " << e.what() << "\n";
+      return false;
+    }
+  }
   if (opts.format == "nvfp4") {
     config["quantization_config"] = {{"quant_method", "modelopt"},
                                      {"quant_algo", "MIXED_PRECISION"}};
@@ -547,6 +560,13 @@ int Synthesizer::run() {
   specials.push_back({"</s>", eos});
   int64_t bpeSize = std::min<int64_t>(
       std::min(bos, eos), std::min<int64_t>(model->vocabSize, 1024));
+  if (bpeSize < 256) {
+    std::cerr << "msac-synth: error: a byte-level tokenizer needs the 256 "
+                 "byte tokens below the special tokens; vocab_size "
+              << model->vocabSize << " with bos/eos " << bos << "/" << eos
+              << " leaves " << bpeSize << "\n";
+    return 1;
+  }
   std::ofstream(out / "tokenizer.json")
       << synth::buildTokenizerJson(bpeSize, specials);
 
@@ -587,7 +607,8 @@ int main(int argc, char **argv) {
   app.add_option("--layers", opts.layers,
                  "Keep this many layers (leading dense layers first, at "
                  "least one layer of the last kind)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t(1), int64_t(512))
+                  .description("an integer in [1, 512]"));
   app.add_option("--format", opts.format,
                  "bf16; nvfp4 (NVFP4 routed experts, MXFP8 attention and "
                  "shared expert, ModelOpt form); mxfp8 (all projections)")

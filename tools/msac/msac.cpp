@@ -96,7 +96,7 @@ static cl::opt<std::string> indexCacheDType(
 static cl::opt<int64_t> maxSeqLen(
     "max-seq-len",
     cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
-    cl::init(0), cl::sub(planCommand), cl::cat(msacCategory));
+    cl::init(-1), cl::sub(planCommand), cl::cat(msacCategory));
 static cl::opt<std::string>
     memory("memory",
            cl::desc("Cache memory budget, e.g. 80GiB or 141GB (default: none)"),
@@ -145,6 +145,38 @@ bool checkModelDir(const std::string &dir) {
   return true;
 }
 
+/// A checkpoint folder that passed every check.
+struct LoadedModel {
+  std::optional<ckpt::ModelConfig> config;
+  std::unique_ptr<ckpt::Checkpoint> checkpoint;
+  std::optional<ckpt::ModelWeights> weights;
+};
+
+/// Reads config, shards and weights of `dir`, prints every diagnostic, and
+/// returns null (after "N problem(s) found; nothing was <verb>") when any
+/// error was found.
+std::unique_ptr<LoadedModel> loadModel(const std::string &dir,
+                                       const char *verb) {
+  auto model = std::make_unique<LoadedModel>();
+  ckpt::Diagnostics diags;
+  model->config = ckpt::readModelConfig(dir, diags);
+  if (model->config)
+    model->checkpoint = ckpt::Checkpoint::open(dir, diags);
+  // Unreadable shards would make every tensor look missing: report them
+  // alone.
+  if (model->checkpoint && !diags.hasErrors())
+    model->weights =
+        ckpt::resolveWeights(*model->config, *model->checkpoint, diags);
+  printDiagnostics(diags);
+  if (!model->weights || diags.hasErrors()) {
+    WithColor::error(errs(), "msac")
+        << dir << ": " << diags.errorCount() << " problem(s) found; nothing was "
+        << verb << "\n";
+    return nullptr;
+  }
+  return model;
+}
+
 int runImport() {
   if (!checkModelDir(importDir))
     return 1;
@@ -152,27 +184,13 @@ int runImport() {
   if (!kv || !index)
     return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
                       "fp8 or nvfp4");
-  ckpt::Diagnostics diags;
-  std::optional<ckpt::ModelConfig> config =
-      ckpt::readModelConfig(importDir, diags);
-  std::unique_ptr<ckpt::Checkpoint> checkpoint =
-      config ? ckpt::Checkpoint::open(importDir, diags) : nullptr;
-  std::optional<ckpt::ModelWeights> weights;
-  // Unreadable shards would make every tensor look missing: report them
-  // alone.
-  if (checkpoint && !diags.hasErrors())
-    weights = ckpt::resolveWeights(*config, *checkpoint, diags);
-  printDiagnostics(diags);
-  if (!weights || diags.hasErrors()) {
-    WithColor::error(errs(), "msac")
-        << importDir << ": " << diags.errorCount()
-        << " problem(s) found; nothing was imported\n";
+  std::unique_ptr<LoadedModel> model = loadModel(importDir, "imported");
+  if (!model)
     return 1;
-  }
 
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      importModel(context, *config, *weights, {*kv, *index});
+      importModel(context, *model->config, *model->weights, {*kv, *index});
   if (!module) {
     WithColor::error(errs(), "msac")
         << "internal error: the imported module does not verify\n";
@@ -205,24 +223,13 @@ int runCompile() {
     return usageError("compile needs -o ARTIFACT_DIR (e.g. -o model.msa)");
   const int steps = 5;
   progress(1, steps, "checking " + compileDir);
-  ckpt::Diagnostics diags;
-  std::optional<ckpt::ModelConfig> config =
-      ckpt::readModelConfig(compileDir, diags);
-  std::unique_ptr<ckpt::Checkpoint> checkpoint =
-      config ? ckpt::Checkpoint::open(compileDir, diags) : nullptr;
-  std::optional<ckpt::ModelWeights> weights;
-  if (checkpoint && !diags.hasErrors())
-    weights = ckpt::resolveWeights(*config, *checkpoint, diags);
-  printDiagnostics(diags);
-  if (!weights || diags.hasErrors()) {
-    WithColor::error(errs(), "msac") << compileDir << ": " << diags.errorCount()
-                                     << " problem(s) found; nothing was compiled\n";
+  std::unique_ptr<LoadedModel> model = loadModel(compileDir, "compiled");
+  if (!model)
     return 1;
-  }
   progress(2, steps, "importing the model to the msa dialect");
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      importModel(context, *config, *weights, {*kv, *index});
+      importModel(context, *model->config, *model->weights, {*kv, *index});
   if (!module)
     return 3;
   auto print = [&](mlir::Operation *op) {
@@ -267,7 +274,8 @@ int runCompile() {
     return 1;
   }
   progress(5, steps, "writing weights and manifest to " + outputFile);
-  error = writeArtifact(outputFile, *program, *config, *checkpoint, compileDir);
+  error = writeArtifact(outputFile, *program, *model->config,
+                        *model->checkpoint, compileDir);
   if (!error.empty()) {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
@@ -287,9 +295,10 @@ int runPlan() {
   std::optional<uint64_t> budget = uint64_t(0);
   if (!memory.empty() && !(budget = ckpt::parseByteSize(memory.getValue())))
     return usageError("--memory '" + memory +
-                      "' is not a byte size (e.g. 80GiB, 141GB)");
-  if (maxSeqLen < 0)
-    return usageError("--max-seq-len must be positive");
+                      "' is not a positive byte size below 4 EiB (e.g. "
+                      "80GiB, 141GB)");
+  if (maxSeqLen != -1 && (maxSeqLen < 1 || maxSeqLen > (int64_t(1) << 32)))
+    return usageError("--max-seq-len must be in [1, 2^32]");
 
   ckpt::Diagnostics diags;
   std::optional<ckpt::ModelConfig> config =
@@ -307,7 +316,7 @@ int runPlan() {
         << planDir << ": " << diags.errorCount() << " problem(s) found\n";
     return 1;
   }
-  int64_t length = maxSeqLen ? maxSeqLen.getValue()
+  int64_t length = maxSeqLen > 0 ? maxSeqLen.getValue()
                              : (config->maxPositionEmbeddings
                                     ? config->maxPositionEmbeddings
                                     : 4096);

@@ -225,9 +225,9 @@ TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocating) {
   const std::string base = smallConfig();
   const std::pair<std::string, const char *> cases[] = {
       {replace(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":1000000000"),
-       "must be <= 1024"},
+       "must be <= 512"},
       {replace(base, "\"num_local_experts\":2", "\"num_local_experts\":100000000"),
-       "must be <= 4096"},
+       "must be <= 1024"},
       {replace(base, "\"hidden_size\":32", "\"hidden_size\":1000000000000"),
        "must be <= 131072"},
       {replace(base, "\"vocab_size\":64", "\"vocab_size\":18446744073709551615"),
@@ -240,5 +240,40 @@ TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocating) {
     EXPECT_FALSE(parseModelConfig(text, "config.json", diags)) << expected;
     EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << all(diags);
   }
+}
+} // namespace
+
+namespace {
+TEST(ModelConfig, BugHuntRegressions) {
+  auto replace = [](std::string text, const std::string &from,
+                    const std::string &to) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const std::string base = smallConfig();
+  const std::pair<std::string, const char *> bad[] = {
+      {replace(base, "\"rms_norm_eps\":1e-6", "\"rms_norm_eps\":1e-60"),
+       "outside the FP32 range"},
+      {replace(base, "\"sparse_index_dim\":16", "\"sparse_index_dim\":4"),
+       "is smaller than rotary_dim 8"},
+      {smallConfig("\"eos_token_id\":64,"), "token id 64 is outside the vocabulary [0, 64)"},
+      {smallConfig("\"bos_token_id\":-1,"), "must be >= 0"},
+      {smallConfig("\"hidden_size\":48,"), "appears more than once"},
+  };
+  for (const auto &[text, expected] : bad) {
+    Diagnostics diags;
+    EXPECT_FALSE(parseModelConfig(text, "config.json", diags)) << expected;
+    EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << all(diags);
+  }
+  // A dense-only config may spell its schedule with layer_types alone.
+  std::string dense = replace(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":[0,0]");
+  size_t s = dense.find(",\n      \"sparse_attention_config\"");
+  dense = dense.substr(0, s) +
+          ",\"layer_types\":[\"full_attention\",\"full_attention\"]}}";
+  Diagnostics diags;
+  auto config = parseModelConfig(dense, "config.json", diags);
+  ASSERT_TRUE(config) << all(diags);
+  EXPECT_EQ(config->numSparseLayers(), 0);
 }
 } // namespace

@@ -331,3 +331,48 @@ TEST(ModelWeights, NoEmbeddingAtAll) {
 }
 
 } // namespace
+
+namespace {
+TEST(ModelWeights, BugHuntDTypeChecks) {
+  const std::string modelopt =
+      "\"quantization_config\":{\"quant_method\":\"modelopt\","
+      "\"quant_algo\":\"MXFP8\"},";
+  // An MX payload must be FP8 (or E2M1 pairs): I32 is refused, not a crash.
+  TempDir a;
+  ASSERT_TRUE(writeSmallCheckpoint(
+      a.path, smallConfig("", modelopt), dropModule(kModule),
+      {{kFull + ".weight", DType::I32, {64, 32}, ""},
+       {kFull + ".weight_scale", DType::U8, {64, 1}, ""}}));
+  auto la = load(a.path);
+  EXPECT_FALSE(la->weights);
+  EXPECT_TRUE(la->diags.contains("an MX payload must be F8_E4M3 or F8_E5M2"))
+      << all(la->diags);
+  // compressed-tensors scales must be E4M3.
+  TempDir b;
+  ASSERT_TRUE(writeSmallCheckpoint(
+      b.path,
+      smallConfig("", "\"quantization_config\":{\"quant_method\":"
+                      "\"compressed-tensors\",\"format\":"
+                      "\"nvfp4-pack-quantized\"},"),
+      dropModule(kModule),
+      {{kFull + ".weight_packed", DType::U8, {64, 16}, ""},
+       {kFull + ".weight_scale", DType::I64, {64, 2}, ""},
+       {kFull + ".weight_global_scale", DType::F32, {1}, ""}}));
+  auto lb = load(b.path);
+  EXPECT_FALSE(lb->weights);
+  EXPECT_TRUE(lb->diags.contains("NVFP4 block scales must be F8_E4M3, got I64"))
+      << all(lb->diags);
+  // The router bias must be F32.
+  TempDir c;
+  ASSERT_TRUE(writeSmallCheckpoint(
+      c.path, smallConfig(),
+      [](std::string &name, DType &dtype, std::vector<int64_t> &) {
+        if (name.find("correction_bias") != std::string::npos)
+          dtype = DType::BF16;
+        return true;
+      }));
+  auto lc = load(c.path);
+  EXPECT_FALSE(lc->weights);
+  EXPECT_TRUE(lc->diags.contains("the router correction bias must be F32"));
+}
+} // namespace

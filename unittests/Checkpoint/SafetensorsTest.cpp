@@ -14,7 +14,10 @@
 
 #include "gtest/gtest.h"
 
+#include <chrono>
 #include <cstring>
+
+#include <sys/stat.h>
 
 using namespace msac::ckpt;
 using msac::test::rawLength;
@@ -273,4 +276,42 @@ TEST(Safetensors, OpenReportsMissingAndEmptyFiles) {
   EXPECT_TRUE(folder.contains("not a regular file"));
 }
 
+} // namespace
+
+namespace {
+TEST(Safetensors, HugeShapesDoNotWrap) {
+  // [2^62, 2^62] BF16 would wrap a 128-bit product; it must be refused.
+  Diagnostics diags;
+  EXPECT_FALSE(parse(safetensorsBytes(
+                         R"({"w":{"dtype":"BF16","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
+                         ""),
+                     diags));
+  EXPECT_TRUE(diags.contains("is too large")) << errorsOf(diags);
+}
+
+TEST(Safetensors, FifoIsNotOpened) {
+  msac::test::TempDir dir;
+  std::string path = dir.file("model.safetensors");
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  Diagnostics diags;
+  EXPECT_FALSE(SafetensorsFile::open(path, diags));
+  EXPECT_TRUE(diags.contains("not a regular file"));
+}
+
+TEST(Safetensors, ManyTensorsParseInLinearTime) {
+  // 50,000 entries (the real M3 NVFP4 checkpoint has about 67,000 in one
+  // shard) must parse quickly; a quadratic parser takes minutes.
+  std::string header = "{";
+  for (int i = 0; i < 50000; ++i)
+    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
+              "\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}";
+  header += "}";
+  Diagnostics diags;
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(parse(safetensorsBytes(header, ""), diags)) << errorsOf(diags);
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  EXPECT_LT(seconds, 10.0);
+}
 } // namespace

@@ -6,6 +6,8 @@
 
 #include "msac/Checkpoint/Checkpoint.h"
 
+#include "JsonKeys.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -25,6 +27,11 @@ static constexpr const char *kIndexName = "model.safetensors.index.json";
 static bool readIndex(const std::string &path,
                       std::map<std::string, std::string> &weightMap,
                       Diagnostics &diags) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    diags.error(path, "", "is not a regular file");
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     diags.error(path, "", "cannot read the index");
@@ -33,23 +40,11 @@ static bool readIndex(const std::string &path,
   std::stringstream text;
   text << in.rdbuf();
   const std::string content = text.str();
-  std::string currentTopKey;
-  std::vector<std::string> duplicates;
-  std::set<std::string> seen;
+  std::vector<std::string> duplicates = detail::findDuplicateKeys(
+      content.begin(), content.end(), 2, "weight_map");
   json root;
   try {
-    root = json::parse(content, [&](int depth, json::parse_event_t event,
-                                    json &parsed) {
-      if (event != json::parse_event_t::key)
-        return true;
-      const std::string &key = parsed.get_ref<const std::string &>();
-      if (depth == 1)
-        currentTopKey = key;
-      else if (depth == 2 && currentTopKey == "weight_map" &&
-               !seen.insert(key).second)
-        duplicates.push_back(key);
-      return true;
-    });
+    root = json::parse(content);
   } catch (const json::exception &e) {
     diags.error(path, "", std::string("is not valid JSON: ") + e.what());
     return false;

@@ -51,11 +51,13 @@ int64_t msac::ckpt::cacheBytesPerVector(CacheDType dtype, int64_t dim) {
 }
 
 std::optional<uint64_t> msac::ckpt::parseByteSize(std::string_view text) {
-  size_t i = 0;
+  size_t i = 0, dots = 0;
   while (i < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+         (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    dots += text[i] == '.';
     ++i;
-  if (i == 0)
+  }
+  if (i == 0 || dots > 1 || text[0] == '.' || text[i - 1] == '.')
     return std::nullopt;
   double value;
   try {
@@ -90,7 +92,8 @@ std::optional<uint64_t> msac::ckpt::parseByteSize(std::string_view text) {
   else
     return std::nullopt;
   double bytes = value * scale;
-  if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19)
+  // Below 2^62 (4 EiB), so later arithmetic cannot overflow.
+  if (!std::isfinite(bytes) || bytes < 1 || bytes > 4.6e18)
     return std::nullopt;
   return static_cast<uint64_t>(std::llround(bytes));
 }

@@ -6,8 +6,11 @@
 
 #include "msac/Checkpoint/ModelConfig.h"
 
+#include "JsonKeys.h"
+
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +124,11 @@ public:
     double value = v->get<double>();
     if (!std::isfinite(value) || (positive && value <= 0)) {
       error(key, "must be a positive number, got " + v->dump());
+      return std::nullopt;
+    }
+    // Kernels compute in FP32: the value must survive the conversion.
+    if (positive && !std::isnormal(static_cast<float>(value))) {
+      error(key, v->dump() + " is outside the FP32 range the kernels use");
       return std::nullopt;
     }
     return value;
@@ -248,10 +256,12 @@ void readQuantizationConfig(const json &object, const std::string &path,
     const json *block = f.get("weight_block_size");
     if (!block || !block->is_array() || block->size() != 2 ||
         !(*block)[0].is_number_integer() || !(*block)[1].is_number_integer() ||
-        (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {
+        (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0 ||
+        (*block)[0].get<int64_t>() > 65536 ||
+        (*block)[1].get<int64_t>() > 65536) {
       diags.error(file, path + ".weight_block_size",
                   "block FP8 needs weight_block_size = [rows, cols] of "
-                  "positive integers");
+                  "integers in [1, 65536]");
     } else {
       q.weightBlockSize = {(*block)[0].get<int64_t>(),
                            (*block)[1].get<int64_t>()};
@@ -279,6 +289,14 @@ msac::ckpt::parseModelConfig(const std::string &configText,
     diags.error(file, "", "must hold a JSON object");
     return std::nullopt;
   }
+  for (const std::string &key :
+       detail::findDuplicateKeys(configText.begin(), configText.end(), 1))
+    diags.error(file, key, "appears more than once; which value is meant is "
+                           "ambiguous");
+  for (const std::string &key : detail::findDuplicateKeys(
+           configText.begin(), configText.end(), 2, "text_config"))
+    diags.error(file, "text_config." + key,
+                "appears more than once; which value is meant is ambiguous");
 
   ModelConfig config;
   const json *text = &root;
@@ -322,7 +340,7 @@ msac::ckpt::parseModelConfig(const std::string &configText,
     return f.integer(key, /*required=*/true, 1, maximum).value_or(0);
   };
   config.hiddenSize = bounded("hidden_size", 1 << 17);
-  config.numLayers = bounded("num_hidden_layers", 1024);
+  config.numLayers = bounded("num_hidden_layers", 512);
   config.numHeads = bounded("num_attention_heads", 4096);
   config.numKVHeads = bounded("num_key_value_heads", 4096);
   config.vocabSize = bounded("vocab_size", 1 << 23);
@@ -330,6 +348,8 @@ msac::ckpt::parseModelConfig(const std::string &configText,
       f.integer("max_position_embeddings", false, 1).value_or(0);
   if (auto headDim = f.integer("head_dim", false, 1, 4096)) {
     config.headDim = *headDim;
+  } else if (f.get("head_dim")) {
+    // Present but invalid: already reported.
   } else if (config.numHeads > 0 && config.hiddenSize % config.numHeads == 0) {
     config.headDim = config.hiddenSize / config.numHeads;
     diags.note(file, f.name("head_dim"),
@@ -415,7 +435,7 @@ msac::ckpt::parseModelConfig(const std::string &configText,
   config.tieWordEmbeddings = f.boolean("tie_word_embeddings")
                                  .value_or(top.boolean("tie_word_embeddings")
                                                .value_or(false));
-  config.bosTokenId = f.integer("bos_token_id", false, 0);
+  config.bosTokenId = f.integer("bos_token_id", false, 0, int64_t(1) << 23);
   if (const json *eos = f.get("eos_token_id")) {
     if (eos->is_number_integer())
       config.eosTokenIds.push_back(eos->get<int64_t>());
@@ -423,11 +443,29 @@ msac::ckpt::parseModelConfig(const std::string &configText,
       for (const json &id : *eos)
         if (id.is_number_integer())
           config.eosTokenIds.push_back(id.get<int64_t>());
+        else
+          f.error("eos_token_id", "entries must be integers, got " + id.dump());
+    else
+      f.error("eos_token_id", "must be an integer or a list of integers");
   }
+
+  auto checkTokenId = [&](const char *key, int64_t id) {
+    if (config.vocabSize > 0 && (id < 0 || id >= config.vocabSize))
+      diags.error(file, f.name(key),
+                  "token id " + std::to_string(id) +
+                      " is outside the vocabulary [0, " +
+                      std::to_string(config.vocabSize) + ")");
+  };
+  if (config.bosTokenId)
+    checkTokenId("bos_token_id", *config.bosTokenId);
+  for (int64_t id : config.eosTokenIds)
+    checkTokenId("eos_token_id", id);
 
   // Layer schedule: MoE layers.
   const int64_t n = config.numLayers;
   config.layers.assign(n > 0 ? n : 0, LayerSpec());
+  if (n <= 0)
+    f.known({"moe_layer_freq", "layer_types"}); // cannot be checked
   if (n > 0) {
     if (const json *freq = f.get("moe_layer_freq"); freq && !freq->is_array())
       f.error("moe_layer_freq",
@@ -444,7 +482,7 @@ msac::ckpt::parseModelConfig(const std::string &configText,
   bool anyMoE = config.numMoELayers() > 0;
   bool anyDenseMlp = config.numMoELayers() < n;
   config.numExperts =
-      f.integer("num_local_experts", anyMoE, 1, 4096).value_or(0);
+      f.integer("num_local_experts", anyMoE, 1, 1024).value_or(0);
   config.expertsPerToken =
       f.integer("num_experts_per_tok", anyMoE, 1).value_or(0);
   config.moeIntermediateSize =
@@ -456,7 +494,8 @@ msac::ckpt::parseModelConfig(const std::string &configText,
           .value_or(0);
   config.denseIntermediateSize =
       f.integer("dense_intermediate_size", anyDenseMlp, 1, 1 << 20).value_or(0);
-  if (anyMoE && config.expertsPerToken > config.numExperts)
+  if (anyMoE && config.numExperts > 0 &&
+      config.expertsPerToken > config.numExperts)
     diags.error(file, f.name("num_experts_per_tok"),
                 std::to_string(config.expertsPerToken) +
                     " exceeds num_local_experts " +
@@ -505,12 +544,20 @@ msac::ckpt::parseModelConfig(const std::string &configText,
                       std::to_string(config.numKVHeads) +
                       ": MSA selects blocks per GQA group, one index head "
                       "each");
+        if (sp.indexDim > 0 && config.rotaryDim > sp.indexDim)
+          s.error("sparse_index_dim",
+                  std::to_string(sp.indexDim) +
+                      " is smaller than rotary_dim " +
+                      std::to_string(config.rotaryDim) +
+                      "; the index branch uses the same partial RoPE");
         if (sp.topkBlocks > 0 && sp.initBlocks + sp.localBlocks > sp.topkBlocks)
           s.error("sparse_topk_blocks",
                   std::to_string(sp.topkBlocks) +
                       " is smaller than sparse_init_block + "
                       "sparse_local_block = " +
                       std::to_string(sp.initBlocks + sp.localBlocks));
+        if (n <= 0)
+          s.known({"sparse_attention_freq", "sparse_disable_index_value"});
         if (n > 0) {
           sparseFlags = s.layerFlags("sparse_attention_freq", n);
           if (!sparseFlags && !s.get("sparse_attention_freq"))
@@ -559,7 +606,9 @@ msac::ckpt::parseModelConfig(const std::string &configText,
                                  "freq");
         else if (!sparseFlags && config.sparse.blockSize > 0)
           sparseFlags = fromTypes;
-        else if (!sparseFlags)
+        else if (!sparseFlags &&
+                 std::find(fromTypes.begin(), fromTypes.end(), true) !=
+                     fromTypes.end())
           f.error("layer_types",
                   "names sparse layers but there is no "
                   "sparse_attention_config");
@@ -627,6 +676,11 @@ msac::ckpt::parseModelConfig(const std::string &configText,
 std::optional<ModelConfig> msac::ckpt::readModelConfig(const std::string &dir,
                                                        Diagnostics &diags) {
   const fs::path configPath = fs::path(dir) / "config.json";
+  std::error_code ec;
+  if (fs::exists(configPath, ec) && !fs::is_regular_file(configPath, ec)) {
+    diags.error(configPath.string(), "", "is not a regular file");
+    return std::nullopt;
+  }
   std::ifstream in(configPath, std::ios::binary);
   if (!in) {
     diags.error(configPath.string(), "",
@@ -638,6 +692,10 @@ std::optional<ModelConfig> msac::ckpt::readModelConfig(const std::string &dir,
   std::string hfText;
   bool hasHf = false;
   const fs::path hfPath = fs::path(dir) / "hf_quant_config.json";
+  if (fs::exists(hfPath, ec) && !fs::is_regular_file(hfPath, ec)) {
+    diags.error(hfPath.string(), "", "is not a regular file");
+    return std::nullopt;
+  }
   if (std::ifstream hf(hfPath, std::ios::binary); hf) {
     std::stringstream hfStream;
     hfStream << hf.rdbuf();

@@ -190,6 +190,13 @@ bool Resolver::resolvePlain(const WeightSpec &spec, ResolvedWeight &out) {
   }
   if (!expectShape(entry, full, spec.shape, "tensor"))
     return false;
+  if (spec.name.find("e_score_correction_bias") != std::string::npos &&
+      entry->info->dtype != DType::F32) {
+    diags.error(fileOf(entry), quoted(full),
+                "has dtype " + std::string(dtypeName(entry->info->dtype)) +
+                    "; the router correction bias must be F32");
+    return false;
+  }
   out.format = WeightFormat::Float;
   out.dtype = entry->info->dtype;
   out.data = full;
@@ -227,8 +234,20 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
                       (!scale ? "weight_scale" : "weight_global_scale"));
       return false;
     }
+    if (k % 16 != 0) {
+      diags.error(fileOf(packed), quoted(module + ".weight_packed"),
+                  "in_features " + std::to_string(k) +
+                      " is not a multiple of the NVFP4 block size 16");
+      return false;
+    }
     ok &= expectShape(scale, module + ".weight_scale", {n, k / 16},
                       "NVFP4 block scale");
+    if (scale->info->dtype != DType::F8_E4M3 && scale->info->dtype != DType::U8) {
+      diags.error(fileOf(scale), quoted(module + ".weight_scale"),
+                  "NVFP4 block scales must be F8_E4M3, got " +
+                      std::string(dtypeName(scale->info->dtype)));
+      ok = false;
+    }
     if (!isScalarShape(global->info->shape) ||
         global->info->dtype != DType::F32) {
       diags.error(fileOf(global), quoted(module + ".weight_global_scale"),
@@ -283,8 +302,7 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
     bool ok = expectShape(weight, weightName, {n, k}, "FP8 weight");
     ok &= expectShape(scaleInv, module + ".weight_scale_inv",
                       {ceilDiv(n, bm), ceilDiv(k, bn)}, "block FP8 scale");
-    if (scaleInv->info->dtype != DType::F32 &&
-        scaleInv->info->dtype != DType::BF16) {
+    if (scaleInv->info->dtype != DType::F32) {
       diags.error(fileOf(scaleInv), quoted(module + ".weight_scale_inv"),
                   "must be F32");
       ok = false;
@@ -321,6 +339,13 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
   if (scaleShape.size() == 2 && k % 32 == 0 && scaleShape[1] == k / 32 &&
       byteScale) {
     // MX: E8M0 scale per 32 values, copied as bytes.
+    if (!fourBit && dtype != DType::F8_E4M3 && dtype != DType::F8_E5M2) {
+      diags.error(fileOf(weight), quoted(weightName),
+                  "has dtype " + std::string(dtypeName(dtype)) +
+                      "; an MX payload must be F8_E4M3 or F8_E5M2 (MXFP8) "
+                      "or U8 pairs of E2M1 (MXFP4)");
+      return false;
+    }
     requireMethod(QuantMethod::ModelOpt, weightName,
                   fourBit ? "MXFP4" : "MXFP8");
     out.format = fourBit ? WeightFormat::MXFP4 : WeightFormat::MXFP8;
@@ -336,6 +361,12 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
     // ModelOpt NVFP4: E4M3 scale per 16 values, FP32 weight_scale_2
     // multiplies.
     requireMethod(QuantMethod::ModelOpt, weightName, "ModelOpt NVFP4");
+    if (k % 16 != 0) {
+      diags.error(fileOf(weight), quoted(weightName),
+                  "in_features " + std::to_string(k) +
+                      " is not a multiple of the NVFP4 block size 16");
+      return false;
+    }
     out.format = WeightFormat::NVFP4;
     bool ok = expectShape(weight, weightName,
                           {n, dtype == DType::F4 ? k : k / 2},
@@ -479,10 +510,12 @@ std::optional<ModelWeights> Resolver::run() {
           diags.error(ckpt.directory(), quoted(weights.prefix + r->name),
                       std::string("is stored as ") +
                           weightFormatName(r->format) + " " +
-                          std::string(dtypeName(r->dtype)) + " but " +
-                          first->name + " is " +
+                          std::string(dtypeName(r->dtype)) +
+                          (r->globalScale.empty() ? "" : " with a global scale") +
+                          " but " + first->name + " is " +
                           weightFormatName(first->format) + " " +
                           std::string(dtypeName(first->dtype)) +
+                          (first->globalScale.empty() ? "" : " with a global scale") +
                           "; the experts of a layer must share one format");
       }
     }

@@ -6,6 +6,8 @@
 
 #include "msac/Checkpoint/Safetensors.h"
 
+#include "JsonKeys.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -132,12 +134,17 @@ static void parseEntry(const std::string &file, const std::string &name,
   unsigned __int128 bits = dtypeBits(info.dtype);
   bool overflow = false;
   for (int64_t d : info.shape) {
-    bits *= static_cast<uint64_t>(d);
-    if (bits >> 96) {
+    // Any product beyond 2^70 bits exceeds every possible file.
+    if (d != 0 && bits > (static_cast<unsigned __int128>(1) << 70) /
+                             static_cast<uint64_t>(d)) {
       overflow = true;
       break;
     }
+    bits *= static_cast<uint64_t>(d);
   }
+  if (!overflow && bits == 0)
+    for (int64_t d : info.shape)
+      overflow |= d > (int64_t(1) << 40); // empty, but absurd elsewhere
   if (overflow || bits % 8 != 0) {
     diags.error(file, subject,
                 overflow ? "shape " + shapeString(info.shape) + " is too large"
@@ -206,22 +213,13 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
   header.dataOffset = 8 + headerBytes;
   const uint64_t dataSize = size - header.dataOffset;
 
-  // Parse, recording top-level keys to catch duplicates (a plain JSON parse
-  // keeps only the last value of a repeated key).
-  std::set<std::string> seen;
-  std::vector<std::string> duplicates;
+  // Duplicate names: a plain parse keeps only the last one, so list them
+  // with a linear SAX pass first.
+  std::vector<std::string> duplicates =
+      detail::findDuplicateKeys(bytes + 8, bytes + 8 + headerBytes, 1);
   json root;
   try {
-    root = json::parse(
-        bytes + 8, bytes + 8 + headerBytes,
-        [&](int depth, json::parse_event_t event, json &parsed) {
-          if (depth == 1 && event == json::parse_event_t::key) {
-            const std::string &key = parsed.get_ref<const std::string &>();
-            if (!seen.insert(key).second)
-              duplicates.push_back(key);
-          }
-          return true;
-        });
+    root = json::parse(bytes + 8, bytes + 8 + headerBytes);
   } catch (const json::exception &e) {
     diags.error(file, "", std::string("header is not valid JSON: ") + e.what());
     return false;
@@ -299,12 +297,21 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
 
 std::unique_ptr<SafetensorsFile>
 SafetensorsFile::open(const std::string &path, Diagnostics &diags) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Check the kind before opening: opening a FIFO would block.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    diags.error(path, "", std::string("cannot open: ") + std::strerror(errno));
+    return nullptr;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    diags.error(path, "", "is not a regular file");
+    return nullptr;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     diags.error(path, "", std::string("cannot open: ") + std::strerror(errno));
     return nullptr;
   }
-  struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     diags.error(path, "", "is not a regular file");
     ::close(fd);
