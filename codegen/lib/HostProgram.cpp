@@ -112,6 +112,14 @@ public:
     Value v = arith::IndexCastOp::create(b, loc, i32, value);
     LLVM::StoreOp::create(b, loc, v, gep(base, index, i32));
   }
+  /// Rounds an FP32 value to `storage` (through the one-float slot `tmp`),
+  /// as storing and reloading would.
+  Value roundTo(Value value, Type storage, Value tmp) {
+    if (storage.isF32())
+      return value;
+    storeF(tmp, c(0), value, storage);
+    return loadF(tmp, c(0), storage);
+  }
   /// A stack array of `n` floats, allocated at the kernel's entry.
   Value scratch(int64_t n) {
     OpBuilder::InsertionGuard guard(b);
@@ -640,7 +648,7 @@ void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
        de = elementOf(op.getDownWeights());
   const float alpha = op.getAlpha().convertToFloat(),
               limit = op.getLimit().convertToFloat();
-  Value act = k.scratch(inner), acc = k.scratch(h);
+  Value act = k.scratch(inner), acc = k.scratch(h), tmp = k.scratch(1);
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     k.loop(k.c(0), k.c(h), [&](Value c) { k.storeF(acc, c, k.cf(0), k.f32); });
     Value xOff = k.imul(t, k.c(h));
@@ -650,36 +658,15 @@ void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
       Value w = k.loadF(rw, at, k.f32);
       k.loop(k.c(0), k.c(inner), [&](Value n) {
         Value row = k.imul(k.iadd(k.imul(e, k.c(inner)), n), k.c(h));
-        // Gate and up projections round to the activation type, as a
-        // separate projection would.
-        auto round = [&](Value v) {
-          k.storeF(act, n, v, ie);
-          return k.loadF(act, n, ie);
-        };
-        (void)round;
-        Value g = k.dot(in, xOff, ie, w1, row, we, h);
-        Value u = k.dot(in, xOff, ie, w3, row, we, h);
-        // Round g and u to the activation type through the output buffer's
-        // element type semantics (bf16) using the scratch slot.
-        k.storeF(act, n, g, k.f32);
-        Value gq = g, uq = u;
-        if (ie.isBF16()) {
-          Value tmp = k.scratch(2);
-          k.storeF(tmp, k.c(0), g, ie);
-          k.storeF(tmp, k.c(1), u, ie);
-          gq = k.loadF(tmp, k.c(0), ie);
-          uq = k.loadF(tmp, k.c(1), ie);
-        }
-        Value gc = k.minf(gq, k.cf(limit));
-        Value uc = k.maxf(k.minf(uq, k.cf(limit)), k.cf(-limit));
+        // Gate and up projections round to the activation type, as separate
+        // projections would; so does the activation.
+        Value g = k.roundTo(k.dot(in, xOff, ie, w1, row, we, h), ie, tmp);
+        Value u = k.roundTo(k.dot(in, xOff, ie, w3, row, we, h), ie, tmp);
+        Value gc = k.minf(g, k.cf(limit));
+        Value uc = k.maxf(k.minf(u, k.cf(limit)), k.cf(-limit));
         Value a = k.mul(k.mul(k.add(uc, k.cf(1)), gc),
                         k.sigmoid(k.mul(k.cf(alpha), gc)));
-        if (ie.isBF16()) {
-          Value tmp = k.scratch(1);
-          k.storeF(tmp, k.c(0), a, ie);
-          a = k.loadF(tmp, k.c(0), ie);
-        }
-        k.storeF(act, n, a, k.f32);
+        k.storeF(act, n, k.roundTo(a, ie, tmp), k.f32);
       });
       k.loop(k.c(0), k.c(h), [&](Value c) {
         Value row = k.imul(k.iadd(k.imul(e, k.c(h)), c), k.c(inner));
