@@ -13,11 +13,33 @@
 #include "msac/Checkpoint/ModelWeights.h"
 #include "msac/Checkpoint/SafetensorsWriter.h"
 
+#include "gtest/gtest.h"
+
 #include <functional>
 #include <map>
 #include <string>
 
 namespace msac::test {
+
+/// `text` with the first `from` replaced by `to` (the test fails when
+/// `from` is absent).
+inline std::string replaceOnce(std::string text, const std::string &from,
+                               const std::string &to) {
+  size_t at = text.find(from);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no '" << from << "' in the text";
+    return text;
+  }
+  return text.replace(at, from.size(), to);
+}
+
+/// Every diagnostic, one per line, for failure messages.
+inline std::string describe(const ckpt::Diagnostics &diags) {
+  std::string s;
+  for (const ckpt::Diagnostic &d : diags.all())
+    s += d.file + " | " + d.subject + " | " + d.message + "\n";
+  return s;
+}
 
 /// A two-layer M3-shaped text config: layer 0 dense attention + dense MLP,
 /// layer 1 MSA + MoE (2 experts, top 1, shared expert). `extraText` is

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestFiles.h"
+#include "CheckpointFixtures.h"
 
 #include "msac/Checkpoint/Checkpoint.h"
 #include "msac/Checkpoint/SafetensorsWriter.h"
@@ -14,6 +14,8 @@
 #include "gtest/gtest.h"
 
 using namespace msac::ckpt;
+using msac::test::describe;
+using msac::test::replaceOnce;
 using msac::test::TempDir;
 using msac::test::writeFile;
 
@@ -33,12 +35,6 @@ void writeShard(const std::string &path,
             "");
 }
 
-std::string all(const Diagnostics &d) {
-  std::string s;
-  for (const Diagnostic &x : d.all())
-    s += x.file + " | " + x.subject + " | " + x.message + "\n";
-  return s;
-}
 
 const char *kIndex = R"({"metadata":{"total_size":32},"weight_map":{
   "a":"model-00001-of-00002.safetensors",
@@ -55,8 +51,8 @@ TEST(Checkpoint, B48StrayFilesNextToAnIndexAreIgnored) {
   Diagnostics diags;
   auto ckpt = Checkpoint::open(dir.path, diags);
   ASSERT_TRUE(ckpt);
-  EXPECT_FALSE(diags.hasErrors()) << all(diags);
-  EXPECT_EQ(diags.warningCount(), 2u) << all(diags);
+  EXPECT_FALSE(diags.hasErrors()) << describe(diags);
+  EXPECT_EQ(diags.warningCount(), 2u) << describe(diags);
   EXPECT_TRUE(diags.contains("stray file"));
   EXPECT_EQ(ckpt->shards().size(), 2u);
   ASSERT_TRUE(ckpt->find("a"));
@@ -71,7 +67,7 @@ TEST(Checkpoint, B48WithoutIndexDuplicateNamesAreAnError) {
   auto ckpt = Checkpoint::open(dir.path, diags);
   EXPECT_TRUE(diags.hasErrors());
   EXPECT_TRUE(diags.contains("a tensor must live in exactly one shard"))
-      << all(diags);
+      << describe(diags);
 }
 
 TEST(Checkpoint, MissingShardAndMisplacedTensor) {
@@ -80,11 +76,11 @@ TEST(Checkpoint, MissingShardAndMisplacedTensor) {
   writeFile(dir.file("model.safetensors.index.json"), kIndex);
   Diagnostics diags;
   auto ckpt = Checkpoint::open(dir.path, diags);
-  EXPECT_TRUE(diags.contains("does not exist")) << all(diags);
-  EXPECT_TRUE(diags.contains("the shard does not contain it")) << all(diags);
+  EXPECT_TRUE(diags.contains("does not exist")) << describe(diags);
+  EXPECT_TRUE(diags.contains("the shard does not contain it")) << describe(diags);
   EXPECT_TRUE(diags.contains("but the index places it in "
                             "model-00002-of-00002.safetensors"))
-      << all(diags);
+      << describe(diags);
 }
 
 TEST(Checkpoint, IndexProblems) {
@@ -95,7 +91,7 @@ TEST(Checkpoint, IndexProblems) {
                 "b":"../etc/passwd","c":7}})");
   Diagnostics diags;
   Checkpoint::open(dir.path, diags);
-  EXPECT_TRUE(diags.contains("listed more than once")) << all(diags);
+  EXPECT_TRUE(diags.contains("listed more than once")) << describe(diags);
   EXPECT_TRUE(diags.contains("must be a file name in the checkpoint folder"));
   EXPECT_TRUE(diags.contains("must be a shard file name"));
 

@@ -14,16 +14,12 @@
 #include <sstream>
 
 using namespace msac::ckpt;
+using msac::test::describe;
+using msac::test::replaceOnce;
 using msac::test::smallConfig;
 
 namespace {
 
-std::string all(const Diagnostics &d) {
-  std::string s;
-  for (const Diagnostic &x : d.all())
-    s += x.subject + " | " + x.message + "\n";
-  return s;
-}
 
 std::optional<ModelConfig> parse(const std::string &text, Diagnostics &diags,
                                  const std::string *hf = nullptr) {
@@ -34,8 +30,8 @@ TEST(ModelConfig, RealMiniMaxM3Config) {
   Diagnostics diags;
   std::optional<ModelConfig> c =
       readModelConfig(MSAC_SOURCE_DIR "/models/minimax-m3", diags);
-  ASSERT_TRUE(c) << all(diags);
-  EXPECT_EQ(diags.warningCount(), 0u) << all(diags);
+  ASSERT_TRUE(c) << describe(diags);
+  EXPECT_EQ(diags.warningCount(), 0u) << describe(diags);
   // msa-m3-spec.md §1.2 / §1.3.
   EXPECT_TRUE(c->multimodalWrapper);
   EXPECT_EQ(c->hiddenSize, 6144);
@@ -77,7 +73,7 @@ TEST(ModelConfig, ScheduleComesFromTheFile) {
   text.replace(at, 34, "\"sparse_disable_index_value\":[1,1]");
   Diagnostics diags;
   auto c = parse(text, diags);
-  ASSERT_TRUE(c) << all(diags);
+  ASSERT_TRUE(c) << describe(diags);
   EXPECT_EQ(c->numSparseLayers(), 2);
   EXPECT_EQ(c->layers[0].mlp, MlpKind::Dense);
 }
@@ -86,9 +82,9 @@ TEST(ModelConfig, UnknownFieldsWarn) {
   Diagnostics diags;
   auto c = parse(smallConfig("\"shiny_new_knob\": 3,", "\"top_level_knob\":1,"),
                  diags);
-  ASSERT_TRUE(c) << all(diags);
+  ASSERT_TRUE(c) << describe(diags);
   EXPECT_TRUE(diags.contains("unknown field ignored"));
-  EXPECT_EQ(diags.warningCount(), 2u) << all(diags);
+  EXPECT_EQ(diags.warningCount(), 2u) << describe(diags);
 }
 
 struct BadCase {
@@ -129,44 +125,38 @@ TEST(ModelConfig, UnsupportedOrContradictoryFieldsAreErrors) {
       }
     }
     EXPECT_FALSE(parse(text, diags)) << bad.extra;
-    EXPECT_TRUE(diags.contains(bad.expected)) << bad.extra << "\n" << all(diags);
+    EXPECT_TRUE(diags.contains(bad.expected)) << bad.extra << "\n" << describe(diags);
   }
 }
 
 TEST(ModelConfig, StructuralErrors) {
-  auto replace = [](std::string text, const std::string &from,
-                    const std::string &to) {
-    size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return text.replace(at, from.size(), to);
-  };
   const std::string base = smallConfig();
   struct Case {
     std::string text;
     const char *expected;
   } cases[] = {
-      {replace(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":[0,1,1]"),
+      {replaceOnce(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":[0,1,1]"),
        "has 3 entries but num_hidden_layers is 2"},
-      {replace(base, "\"moe_layer_freq\":[0,1],", ""),
+      {replaceOnce(base, "\"moe_layer_freq\":[0,1],", ""),
        "per-layer MoE schedule is never guessed"},
-      {replace(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":1"),
+      {replaceOnce(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":1"),
        "integer period is ambiguous"},
-      {replace(base, "\"sparse_num_index_heads\":2", "\"sparse_num_index_heads\":1"),
+      {replaceOnce(base, "\"sparse_num_index_heads\":2", "\"sparse_num_index_heads\":1"),
        "must equal num_key_value_heads 2"},
-      {replace(base, "\"sparse_score_type\":\"max\"", "\"sparse_score_type\":\"softmax-sum\""),
+      {replaceOnce(base, "\"sparse_score_type\":\"max\"", "\"sparse_score_type\":\"softmax-sum\""),
        "pools block scores with max"},
-      {replace(base, "\"sparse_disable_index_value\":[0,1]", "\"sparse_disable_index_value\":[0,0]"),
+      {replaceOnce(base, "\"sparse_disable_index_value\":[0,1]", "\"sparse_disable_index_value\":[0,0]"),
        "selection-only"},
-      {replace(base, "\"rotary_dim\":8", "\"rotary_dim\":12"),
+      {replaceOnce(base, "\"rotary_dim\":8", "\"rotary_dim\":12"),
        "contradicts partial_rotary_factor"},
-      {replace(base, "\"num_key_value_heads\":2", "\"num_key_value_heads\":3"),
+      {replaceOnce(base, "\"num_key_value_heads\":2", "\"num_key_value_heads\":3"),
        "not a multiple of num_key_value_heads 3"},
-      {replace(base, "\"hidden_size\":32,", ""), "is required"},
-      {replace(base, "\"hidden_size\":32", "\"hidden_size\":\"32\""),
+      {replaceOnce(base, "\"hidden_size\":32,", ""), "is required"},
+      {replaceOnce(base, "\"hidden_size\":32", "\"hidden_size\":\"32\""),
        "must be an integer"},
-      {replace(base, "\"num_experts_per_tok\":1", "\"num_experts_per_tok\":3"),
+      {replaceOnce(base, "\"num_experts_per_tok\":1", "\"num_experts_per_tok\":3"),
        "exceeds num_local_experts 2"},
-      {replace(base, "\"sparse_topk_blocks\":16", "\"sparse_topk_blocks\":0"),
+      {replaceOnce(base, "\"sparse_topk_blocks\":16", "\"sparse_topk_blocks\":0"),
        "must be >= 1"},
       {"[1,2,3]", "must hold a JSON object"},
       {"{\"text_config\":", "is not valid JSON"},
@@ -174,24 +164,24 @@ TEST(ModelConfig, StructuralErrors) {
   for (const Case &c : cases) {
     Diagnostics diags;
     EXPECT_FALSE(parse(c.text, diags)) << c.expected;
-    EXPECT_TRUE(diags.contains(c.expected)) << c.expected << "\n" << all(diags);
+    EXPECT_TRUE(diags.contains(c.expected)) << c.expected << "\n" << describe(diags);
   }
 }
 
 TEST(ModelConfig, QuantizationMethods) {
   Diagnostics d1;
   auto modelopt = parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\"},"), d1);
-  ASSERT_TRUE(modelopt) << all(d1);
+  ASSERT_TRUE(modelopt) << describe(d1);
   EXPECT_EQ(modelopt->quantization.method, QuantMethod::ModelOpt);
 
   Diagnostics d2;
   auto ct = parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\"},"), d2);
-  ASSERT_TRUE(ct) << all(d2);
+  ASSERT_TRUE(ct) << describe(d2);
   EXPECT_EQ(ct->quantization.method, QuantMethod::CompressedTensors);
 
   Diagnostics d3;
   auto fp8 = parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128,128]},"), d3);
-  ASSERT_TRUE(fp8) << all(d3);
+  ASSERT_TRUE(fp8) << describe(d3);
   EXPECT_EQ(fp8->quantization.weightBlockSize, (std::vector<int64_t>{128, 128}));
 
   Diagnostics d4;
@@ -202,7 +192,7 @@ TEST(ModelConfig, QuantizationMethods) {
   std::string hf = R"({"producer":{"name":"modelopt"},"quantization":{"quant_algo":"MIXED_PRECISION"}})";
   Diagnostics d5;
   auto fromHf = parse(smallConfig(), d5, &hf);
-  ASSERT_TRUE(fromHf) << all(d5);
+  ASSERT_TRUE(fromHf) << describe(d5);
   EXPECT_EQ(fromHf->quantization.method, QuantMethod::ModelOpt);
   EXPECT_EQ(fromHf->quantization.algorithm, "MIXED_PRECISION");
 
@@ -216,46 +206,34 @@ TEST(ModelConfig, QuantizationMethods) {
 
 namespace {
 TEST(ModelConfig, AbsurdSizesAreRefusedBeforeAllocating) {
-  auto replace = [](std::string text, const std::string &from,
-                    const std::string &to) {
-    size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return text.replace(at, from.size(), to);
-  };
   const std::string base = smallConfig();
   const std::pair<std::string, const char *> cases[] = {
-      {replace(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":1000000000"),
+      {replaceOnce(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":1000000000"),
        "must be <= 512"},
-      {replace(base, "\"num_local_experts\":2", "\"num_local_experts\":100000000"),
+      {replaceOnce(base, "\"num_local_experts\":2", "\"num_local_experts\":100000000"),
        "must be <= 1024"},
-      {replace(base, "\"hidden_size\":32", "\"hidden_size\":1000000000000"),
+      {replaceOnce(base, "\"hidden_size\":32", "\"hidden_size\":1000000000000"),
        "must be <= 131072"},
-      {replace(base, "\"vocab_size\":64", "\"vocab_size\":18446744073709551615"),
+      {replaceOnce(base, "\"vocab_size\":64", "\"vocab_size\":18446744073709551615"),
        "is out of range"},
-      {replace(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":0"),
+      {replaceOnce(base, "\"num_hidden_layers\":2", "\"num_hidden_layers\":0"),
        "must be >= 1"},
   };
   for (const auto &[text, expected] : cases) {
     Diagnostics diags;
     EXPECT_FALSE(parseModelConfig(text, "config.json", diags)) << expected;
-    EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << all(diags);
+    EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << describe(diags);
   }
 }
 } // namespace
 
 namespace {
 TEST(ModelConfig, BugHuntRegressions) {
-  auto replace = [](std::string text, const std::string &from,
-                    const std::string &to) {
-    size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return text.replace(at, from.size(), to);
-  };
   const std::string base = smallConfig();
   const std::pair<std::string, const char *> bad[] = {
-      {replace(base, "\"rms_norm_eps\":1e-6", "\"rms_norm_eps\":1e-60"),
+      {replaceOnce(base, "\"rms_norm_eps\":1e-6", "\"rms_norm_eps\":1e-60"),
        "outside the FP32 range"},
-      {replace(base, "\"sparse_index_dim\":16", "\"sparse_index_dim\":4"),
+      {replaceOnce(base, "\"sparse_index_dim\":16", "\"sparse_index_dim\":4"),
        "is smaller than rotary_dim 8"},
       {smallConfig("\"eos_token_id\":64,"), "token id 64 is outside the vocabulary [0, 64)"},
       {smallConfig("\"bos_token_id\":-1,"), "must be >= 0"},
@@ -264,16 +242,16 @@ TEST(ModelConfig, BugHuntRegressions) {
   for (const auto &[text, expected] : bad) {
     Diagnostics diags;
     EXPECT_FALSE(parseModelConfig(text, "config.json", diags)) << expected;
-    EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << all(diags);
+    EXPECT_TRUE(diags.contains(expected)) << expected << "\n" << describe(diags);
   }
   // A dense-only config may spell its schedule with layer_types alone.
-  std::string dense = replace(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":[0,0]");
+  std::string dense = replaceOnce(base, "\"moe_layer_freq\":[0,1]", "\"moe_layer_freq\":[0,0]");
   size_t s = dense.find(",\n      \"sparse_attention_config\"");
   dense = dense.substr(0, s) +
           ",\"layer_types\":[\"full_attention\",\"full_attention\"]}}";
   Diagnostics diags;
   auto config = parseModelConfig(dense, "config.json", diags);
-  ASSERT_TRUE(config) << all(diags);
+  ASSERT_TRUE(config) << describe(diags);
   EXPECT_EQ(config->numSparseLayers(), 0);
 }
 } // namespace

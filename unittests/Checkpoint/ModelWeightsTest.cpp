@@ -15,6 +15,8 @@
 #include "gtest/gtest.h"
 
 using namespace msac::ckpt;
+using msac::test::describe;
+using msac::test::replaceOnce;
 using msac::test::ExtraTensor;
 using msac::test::smallConfig;
 using msac::test::TempDir;
@@ -22,12 +24,6 @@ using msac::test::writeSmallCheckpoint;
 
 namespace {
 
-std::string all(const Diagnostics &d) {
-  std::string s;
-  for (const Diagnostic &x : d.all())
-    s += x.subject + " | " + x.message + "\n";
-  return s;
-}
 
 struct Loaded {
   std::optional<ModelConfig> config;
@@ -49,7 +45,7 @@ std::unique_ptr<Loaded> load(const std::string &dir) {
 TEST(ModelWeights, SpecsFollowTheSchedule) {
   Diagnostics diags;
   auto config = parseModelConfig(smallConfig(), "config.json", diags);
-  ASSERT_TRUE(config) << all(diags);
+  ASSERT_TRUE(config) << describe(diags);
   std::vector<WeightSpec> specs = modelWeightSpecs(*config);
   auto has = [&](const std::string &name) {
     for (const WeightSpec &s : specs)
@@ -69,14 +65,14 @@ TEST(ModelWeights, FloatCheckpointResolves) {
   TempDir dir;
   ASSERT_TRUE(writeSmallCheckpoint(dir.path, smallConfig()));
   auto l = load(dir.path);
-  ASSERT_TRUE(l->weights) << all(l->diags);
+  ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_EQ(l->weights->prefix, "language_model.");
   const ResolvedWeight *q = l->weights->get("model.layers.1.self_attn.q_proj.weight");
   ASSERT_TRUE(q);
   EXPECT_EQ(q->format, WeightFormat::Float);
   EXPECT_EQ(q->shape, (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(q->data, "language_model.model.layers.1.self_attn.q_proj.weight");
-  EXPECT_EQ(l->diags.warningCount(), 0u) << all(l->diags);
+  EXPECT_EQ(l->diags.warningCount(), 0u) << describe(l->diags);
 }
 
 TEST(ModelWeights, EveryMissingOrMisshapenTensorIsListed) {
@@ -94,7 +90,7 @@ TEST(ModelWeights, EveryMissingOrMisshapenTensorIsListed) {
       }));
   auto l = load(dir.path);
   EXPECT_FALSE(l->weights);
-  EXPECT_EQ(l->diags.errorCount(), 3u) << all(l->diags);
+  EXPECT_EQ(l->diags.errorCount(), 3u) << describe(l->diags);
   EXPECT_TRUE(l->diags.contains("is missing; the config implies shape [16]"));
   EXPECT_TRUE(l->diags.contains("has shape [32, 48] but the config implies [32, 64]"));
   EXPECT_TRUE(l->diags.contains("has dtype I32"));
@@ -109,7 +105,7 @@ TEST(ModelWeights, B47TiedWithoutLmHead) {
         return name.find("lm_head") == std::string::npos;
       }));
   auto l = load(dir.path);
-  ASSERT_TRUE(l->weights) << all(l->diags);
+  ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_TRUE(l->weights->lmHeadTied);
   EXPECT_EQ(l->weights->get("lm_head.weight")->data,
             "language_model.model.embed_tokens.weight");
@@ -134,7 +130,7 @@ TEST(ModelWeights, B47TiedWithPhysicalLmHead) {
   ASSERT_TRUE(writeSmallCheckpoint(dir.path,
                                    smallConfig("\"tie_word_embeddings\":true,")));
   auto l = load(dir.path);
-  ASSERT_TRUE(l->weights) << all(l->diags);
+  ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_FALSE(l->weights->lmHeadTied);
   EXPECT_EQ(l->weights->get("lm_head.weight")->data,
             "language_model.lm_head.weight");
@@ -170,7 +166,7 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
        {kFull + ".weight_scale_2", DType::F32, {}, mo},
        {kFull + ".input_scale", DType::F32, {}, mo}}));
   auto la = load(a.path);
-  ASSERT_TRUE(la->weights) << all(la->diags);
+  ASSERT_TRUE(la->weights) << describe(la->diags);
   const ResolvedWeight *wa = la->weights->get(kModule + ".weight");
   EXPECT_EQ(wa->format, WeightFormat::NVFP4);
   EXPECT_EQ(wa->globalScale, kFull + ".weight_scale_2");
@@ -188,7 +184,7 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
        {kFull + ".weight_scale", DType::F8_E4M3, {64, 2}, ""},
        {kFull + ".weight_global_scale", DType::F32, {1}, ctb}}));
   auto lb = load(b.path);
-  ASSERT_TRUE(lb->weights) << all(lb->diags);
+  ASSERT_TRUE(lb->weights) << describe(lb->diags);
   const ResolvedWeight *wb = lb->weights->get(kModule + ".weight");
   EXPECT_EQ(wb->format, WeightFormat::NVFP4);
   EXPECT_TRUE(wb->globalScaleIsDivisor);
@@ -207,7 +203,7 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
   auto lc = load(c.path);
   EXPECT_FALSE(lc->weights);
   EXPECT_TRUE(lc->diags.contains("needs quantization method compressed-tensors"))
-      << all(lc->diags);
+      << describe(lc->diags);
 
   // Quantized tensors but no quantization config at all: refused.
   TempDir d;
@@ -238,7 +234,7 @@ TEST(ModelWeights, B22E8M0ScalesAreBytes) {
         {{kFull + ".weight", DType::F8_E4M3, {64, 32}, ""},
          {kFull + ".weight_scale", scaleType, {64, 1}, scales}}));
     auto l = load(dir.path);
-    ASSERT_TRUE(l->weights) << all(l->diags);
+    ASSERT_TRUE(l->weights) << describe(l->diags);
     const ResolvedWeight *w = l->weights->get(kModule + ".weight");
     EXPECT_EQ(w->format, WeightFormat::MXFP8);
     const Checkpoint::Entry *e = l->checkpoint->find(w->scale);
@@ -269,7 +265,7 @@ TEST(ModelWeights, BlockFP8AndScaleShapes) {
       {{kFull + ".weight", DType::F8_E4M3, {64, 32}, ""},
        {kFull + ".weight_scale_inv", DType::F32, {1, 1}, ""}}));
   auto l = load(dir.path);
-  ASSERT_TRUE(l->weights) << all(l->diags);
+  ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_EQ(l->weights->get(kModule + ".weight")->format, WeightFormat::FP8Block);
 
   TempDir bad;
@@ -283,7 +279,7 @@ TEST(ModelWeights, BlockFP8AndScaleShapes) {
   auto lb = load(bad.path);
   EXPECT_FALSE(lb->weights);
   EXPECT_TRUE(lb->diags.contains("NVFP4 block scale has shape [64, 4] but the config implies [64, 2]"))
-      << all(lb->diags);
+      << describe(lb->diags);
 }
 
 TEST(ModelWeights, ExpertsMustShareOneFormat) {
@@ -299,7 +295,7 @@ TEST(ModelWeights, ExpertsMustShareOneFormat) {
   auto l = load(dir.path);
   EXPECT_FALSE(l->weights);
   EXPECT_TRUE(l->diags.contains("the experts of a layer must share one format"))
-      << all(l->diags);
+      << describe(l->diags);
 }
 
 TEST(ModelWeights, UnusedAndVisionTensors) {
@@ -310,12 +306,12 @@ TEST(ModelWeights, UnusedAndVisionTensors) {
        {"language_model.model.layers.0.self_attn.rotary_emb.inv_freq",
         DType::F32, {4}, ""}}));
   auto l = load(dir.path);
-  ASSERT_TRUE(l->weights) << all(l->diags);
+  ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_TRUE(l->diags.contains("ignored 1 vision-tower tensors"));
   EXPECT_TRUE(l->diags.contains("1 tensors are not used by the model graph: "
                                 "language_model.model.layers.0.self_attn."
                                 "rotary_emb.inv_freq"))
-      << all(l->diags);
+      << describe(l->diags);
 }
 
 TEST(ModelWeights, NoEmbeddingAtAll) {
@@ -346,7 +342,7 @@ TEST(ModelWeights, BugHuntDTypeChecks) {
   auto la = load(a.path);
   EXPECT_FALSE(la->weights);
   EXPECT_TRUE(la->diags.contains("an MX payload must be F8_E4M3 or F8_E5M2"))
-      << all(la->diags);
+      << describe(la->diags);
   // compressed-tensors scales must be E4M3.
   TempDir b;
   ASSERT_TRUE(writeSmallCheckpoint(
@@ -361,7 +357,7 @@ TEST(ModelWeights, BugHuntDTypeChecks) {
   auto lb = load(b.path);
   EXPECT_FALSE(lb->weights);
   EXPECT_TRUE(lb->diags.contains("NVFP4 block scales must be F8_E4M3, got I64"))
-      << all(lb->diags);
+      << describe(lb->diags);
   // The router bias must be F32.
   TempDir c;
   ASSERT_TRUE(writeSmallCheckpoint(
