@@ -35,3 +35,12 @@ if os.path.exists(os.path.join(config.msac_tools_dir, "msac-safetensors-fuzzer")
     tools.append("msac-safetensors-fuzzer")
     config.available_features.add("safetensors-fuzzer")
 llvm_config.add_tool_substitutions([ToolSubst(t) for t in tools], tool_dirs)
+
+# ptxas (CUDA toolkit) for NVIDIA code generation tests.
+cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+if os.path.exists(os.path.join(cuda, "bin", "ptxas")):
+    config.available_features.add("ptxas")
+# A GPU driver on this machine (never on CI).
+if any(os.path.exists(os.path.join(d, "libcuda.so.1"))
+       for d in ["/usr/lib/x86_64-linux-gnu", "/usr/local/nvidia/lib64", "/usr/lib64"]):
+    config.available_features.add("cuda-driver")

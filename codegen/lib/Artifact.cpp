@@ -47,6 +47,7 @@ static std::string expand(const std::string &pattern, int64_t index) {
 
 std::string msac::writeArtifact(const std::string &dir,
                                 const HostProgram &program,
+                                const std::vector<ArtifactTarget> &targets,
                                 const ckpt::ModelConfig &config,
                                 const ckpt::Checkpoint &checkpoint,
                                 const std::string &modelDir) {
@@ -148,11 +149,19 @@ std::string msac::writeArtifact(const std::string &dir,
       {"format_version", kArtifactFormatVersion},
       {"producer", "msac " MSAC_VERSION},
       {"model", std::move(model)},
-      {"targets",
-       json::Array{json::Object{{"name", "host-x86_64"},
-                                {"kernels_file", "kernels/host-x86_64.so"},
-                                {"abi", "void(void **buffers, const int64_t "
-                                        "*scalars /* T, N, MB */)"}}}},
+      {"targets", [&] {
+         json::Array list;
+         for (const ArtifactTarget &t : targets) {
+           json::Object o{{"name", t.name},
+                          {"kernels_file", t.kernelsFile},
+                          {"abi", "void(void **buffers, const int64_t "
+                                  "*scalars /* T, N, MB */)"}};
+           if (t.grid)
+             o["launch"] = json::Object{{"grid", t.grid}, {"block", t.block}};
+           list.push_back(std::move(o));
+         }
+         return list;
+       }()},
       {"kernels", std::move(kernels)},
       {"buffers", std::move(buffers)},
       // One forward function serves prefill, chunked prefill and decode: the

@@ -30,6 +30,13 @@ int64_t Buffer::elementBytes() const {
   return 1;
 }
 
+const Target *Artifact::findTarget(const std::string &name) const {
+  for (const Target &t : targetList)
+    if (t.name == name)
+      return &t;
+  return nullptr;
+}
+
 Artifact::~Artifact() {
   if (weights && weightsSize)
     ::munmap(const_cast<uint8_t *>(weights), weightsSize);
@@ -91,8 +98,19 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     if (targets.empty())
       throw std::runtime_error("no targets");
     a->target = targets[0].at("name").get<std::string>();
-    const std::string libPath =
-        dir + "/" + targets[0].at("kernels_file").get<std::string>();
+    std::string libPath;
+    for (const json &t : targets) {
+      Target target;
+      target.name = t.at("name").get<std::string>();
+      target.kernelsPath = dir + "/" + t.at("kernels_file").get<std::string>();
+      if (t.contains("launch")) {
+        target.grid = t.at("launch").at("grid").get<int64_t>();
+        target.block = t.at("launch").at("block").get<int64_t>();
+      }
+      if (target.name == "host-x86_64")
+        libPath = target.kernelsPath;
+      a->targetList.push_back(target);
+    }
 
     for (const json &b : m.at("buffers")) {
       Buffer buffer;
@@ -173,7 +191,9 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
         return nullptr;
       }
 
-    // Kernels.
+    // Host kernels (a GPU-only artifact has none).
+    if (libPath.empty())
+      return a;
     a->library = ::dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!a->library) {
       error = libPath + ": cannot load the host kernels: " + ::dlerror();

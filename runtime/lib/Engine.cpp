@@ -45,10 +45,11 @@ int32_t msac::runtime::sampleToken(const float *logits, int64_t vocab,
   return order[pick(rng)];
 }
 
-Engine::Engine(const Artifact &artifact, const HostModelOptions &options,
+Engine::Engine(const Artifact &artifact, Executor &executor,
                int64_t chunkSize)
-    : art(artifact), host(artifact, options),
-      chunk(std::max<int64_t>(1, std::min(chunkSize, options.maxTokens))) {}
+    : art(artifact), host(executor),
+      chunk(std::max<int64_t>(1, std::min(chunkSize,
+                                          executor.options().maxTokens))) {}
 
 bool Engine::run(const std::vector<Request> &requests,
                  std::vector<RequestResult> &results,

@@ -21,18 +21,13 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
       pointers[i] = const_cast<uint8_t *>(art.weightData(b));
       continue;
     }
-    uint64_t elements = 1;
-    if (b.kind == Buffer::Kind::Cache)
-      elements = static_cast<uint64_t>(opts.numPages) * b.heads * b.pageSize *
-                 b.headDim;
-    else
-      for (const Extent &e : b.shape)
-        elements *= static_cast<uint64_t>(resolve(e));
-    storage[i].assign(elements * b.elementBytes(), 0);
+    storage[i].assign(Executor::elements(b, opts) * b.elementBytes(), 0);
     pointers[i] = storage[i].data();
     allocated += storage[i].size();
   }
   // Load-time launches (dequantizing packed weights).
+  if (!art.hasHostKernels())
+    return;
   const int64_t scalars[3] = {0, 0, opts.maxBlocksPerSequence};
   std::vector<void *> args;
   for (const Step &s : art.initSchedule()) {
@@ -43,36 +38,43 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
   }
 }
 
-int64_t HostModel::resolve(const Extent &e) const {
-  if (e.symbol.empty())
-    return e.value;
-  if (e.symbol == "T" || e.symbol == "N")
-    return opts.maxTokens;
-  if (e.symbol == "MB")
-    return opts.maxBlocksPerSequence;
-  if (e.symbol == "S")
-    return opts.maxSequences;
-  return 0;
+uint64_t Executor::elements(const Buffer &b, const HostModelOptions &o) {
+  if (b.kind == Buffer::Kind::Cache)
+    return static_cast<uint64_t>(o.numPages) * b.heads * b.pageSize *
+           b.headDim;
+  uint64_t n = 1;
+  for (const Extent &e : b.shape) {
+    int64_t v = e.value;
+    if (e.symbol == "T" || e.symbol == "N")
+      v = o.maxTokens;
+    else if (e.symbol == "MB")
+      v = o.maxBlocksPerSequence;
+    else if (e.symbol == "S")
+      v = o.maxSequences;
+    n *= static_cast<uint64_t>(v);
+  }
+  return n;
 }
 
-const float *HostModel::step(const StepInput &in, std::string &error) {
+bool Executor::validate(const Artifact &art, const HostModelOptions &opts,
+                        const StepInput &in, std::string &error) {
   const int64_t t = static_cast<int64_t>(in.tokenIds.size());
   const int64_t n = static_cast<int64_t>(in.logitsIndices.size());
   if (t == 0 || t > opts.maxTokens) {
     error = "a step takes 1 to " + std::to_string(opts.maxTokens) +
             " tokens, got " + std::to_string(t);
-    return nullptr;
+    return false;
   }
   if (static_cast<int64_t>(in.seqIds.size()) != t ||
       static_cast<int64_t>(in.positions.size()) != t) {
     error = "token_ids, seq_ids and positions must have the same length";
-    return nullptr;
+    return false;
   }
   if (static_cast<int64_t>(in.blockTable.size()) !=
       opts.maxSequences * opts.maxBlocksPerSequence) {
     error = "the block table must have maxSequences x maxBlocksPerSequence "
             "entries";
-    return nullptr;
+    return false;
   }
   const ModelInfo &m = art.model();
   for (int64_t i = 0; i < t; ++i) {
@@ -80,7 +82,7 @@ const float *HostModel::step(const StepInput &in, std::string &error) {
       error = "token id " + std::to_string(in.tokenIds[i]) +
               " is outside the vocabulary [0, " + std::to_string(m.vocabSize) +
               ")";
-      return nullptr;
+      return false;
     }
     int64_t seq = in.seqIds[i], pos = in.positions[i];
     if (seq < 0 || seq >= opts.maxSequences || pos < 0 ||
@@ -88,22 +90,34 @@ const float *HostModel::step(const StepInput &in, std::string &error) {
       error = "token " + std::to_string(i) + " (sequence " +
               std::to_string(seq) + ", position " + std::to_string(pos) +
               ") is outside the block table";
-      return nullptr;
+      return false;
     }
     int32_t page = in.blockTable[seq * opts.maxBlocksPerSequence +
                                  pos / m.pageSize];
     if (page < 0 || page >= opts.numPages) {
       error = "position " + std::to_string(pos) + " of sequence " +
               std::to_string(seq) + " has no cache page";
-      return nullptr;
+      return false;
     }
   }
   for (int64_t i = 0; i < n; ++i)
     if (in.logitsIndices[i] < 0 || in.logitsIndices[i] >= t) {
       error = "logits index " + std::to_string(in.logitsIndices[i]) +
               " is outside the step's " + std::to_string(t) + " tokens";
-      return nullptr;
+      return false;
     }
+  return true;
+}
+
+const float *HostModel::step(const StepInput &in, std::string &error) {
+  if (!art.hasHostKernels()) {
+    error = "the artifact has no host kernels (compile with --target host)";
+    return nullptr;
+  }
+  if (!validate(art, opts, in, error))
+    return nullptr;
+  const int64_t t = static_cast<int64_t>(in.tokenIds.size());
+  const int64_t n = static_cast<int64_t>(in.logitsIndices.size());
 
   // Inputs by argument order: token_ids, seq_ids, positions,
   // logits_indices, block_table.

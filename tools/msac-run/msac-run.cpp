@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Runtime/Artifact.h"
+#include "msac/Runtime/CudaModel.h"
 #include "msac/Runtime/Engine.h"
 #include "msac/Runtime/Tokenizer.h"
 
@@ -21,6 +22,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <new>
+
+#include <unistd.h>
 #include <iostream>
 #include <sstream>
 
@@ -51,6 +55,24 @@ std::unique_ptr<Artifact> loadArtifact(const std::string &path, int &rc) {
   return a;
 }
 
+/// Checks a request's context against the model's maximum and this
+/// runtime's limits; returns "" or an error.
+std::string checkContext(const Artifact &a, int64_t batch, int64_t context,
+                         int64_t chunk) {
+  const int64_t maxContext = a.model().maxPositions > 0
+                                 ? a.model().maxPositions
+                                 : int64_t(1) << 20;
+  if (context > maxContext)
+    return "prompt + generated tokens = " + std::to_string(context) +
+           " exceed the model's maximum context of " +
+           std::to_string(maxContext) + " tokens (max_position_embeddings)";
+  if (batch > 256)
+    return "--batch " + std::to_string(batch) + " exceeds 256 sequences";
+  if (chunk > 65536)
+    return "--chunk-size " + std::to_string(chunk) + " exceeds 65536 tokens";
+  return "";
+}
+
 HostModelOptions instanceOptions(const Artifact &a, int64_t batch,
                                  int64_t context, int64_t chunk) {
   HostModelOptions o;
@@ -59,6 +81,28 @@ HostModelOptions instanceOptions(const Artifact &a, int64_t batch,
   o.numPages = o.maxSequences * o.maxBlocksPerSequence;
   o.maxTokens = std::max<int64_t>(chunk, batch);
   return o;
+}
+
+/// The executor for `device` (host or cuda), or null with a message.
+std::unique_ptr<Executor> makeExecutor(const Artifact &a,
+                                       const HostModelOptions &o,
+                                       const std::string &device) {
+  if (device == "host") {
+    if (!a.hasHostKernels()) {
+      fail("the artifact has no host kernels; recompile with --target host "
+           "or run with --device cuda");
+      return nullptr;
+    }
+    return std::make_unique<HostModel>(a, o);
+  }
+  std::string error;
+  std::unique_ptr<CudaModel> m = CudaModel::create(a, o, error);
+  if (!m)
+    fail(error);
+  else
+    std::fprintf(stderr, "msac-run: running %s kernels on %s\n",
+                 m->targetName().c_str(), m->deviceName().c_str());
+  return m;
 }
 
 int inspect(const std::string &path, bool asJson) {
@@ -130,6 +174,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   int64_t chunk = 512;
   bool ignoreEos = false;
+  std::string device = "host";
 };
 
 int generate(const std::string &path, const GenerateOptions &g) {
@@ -151,10 +196,17 @@ int generate(const std::string &path, const GenerateOptions &g) {
   req.sampling = g.sampling;
   req.stopAtEos = !g.ignoreEos;
   int64_t context = static_cast<int64_t>(req.prompt.size()) + g.maxTokens;
-  Engine engine(*a, instanceOptions(*a, 1, context, g.chunk), g.chunk);
+  if (std::string e = checkContext(*a, 1, context, g.chunk); !e.empty())
+    return fail(e);
+  std::unique_ptr<Executor> executor =
+      makeExecutor(*a, instanceOptions(*a, 1, context, g.chunk), g.device);
+  if (!executor)
+    return 1;
+  Engine engine(*a, *executor, g.chunk);
   std::vector<RequestResult> results;
   std::cout << g.prompt << std::flush;
   std::string pending;
+  const bool isTerminal = ::isatty(1);
   bool ok = engine.run({req}, results, [&](size_t, int32_t token) {
     if (tok->isSpecial(token))
       return;
@@ -171,7 +223,12 @@ int generate(const std::string &path, const GenerateOptions &g) {
         break;
       complete = i;
     }
-    std::cout << pending.substr(0, complete) << std::flush;
+    std::string text = pending.substr(0, complete);
+    if (isTerminal)
+      for (char &c : text)
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          c = '?'; // control bytes would garble the terminal
+    std::cout << text << std::flush;
     pending.erase(0, complete);
   }, error);
   // Bytes of an unfinished UTF-8 character at the end are dropped.
@@ -193,6 +250,7 @@ int generate(const std::string &path, const GenerateOptions &g) {
 struct BenchOptions {
   int64_t batch = 1, inputLen = 128, outputLen = 32, chunk = 2048;
   bool json = false;
+  std::string device = "host";
 };
 
 int bench(const std::string &path, const BenchOptions &b) {
@@ -209,8 +267,17 @@ int bench(const std::string &path, const BenchOptions &b) {
     requests[r].stopAtEos = false;
   }
   int64_t chunk = std::max(b.chunk, b.batch * b.inputLen);
-  Engine engine(*a, instanceOptions(*a, b.batch, b.inputLen + b.outputLen, chunk),
-                chunk);
+  if (std::string e = checkContext(*a, b.batch, b.inputLen + b.outputLen,
+                                   std::min<int64_t>(chunk, 65536));
+      !e.empty())
+    return fail(e);
+  chunk = std::min<int64_t>(chunk, 65536);
+  std::unique_ptr<Executor> executor = makeExecutor(
+      *a, instanceOptions(*a, b.batch, b.inputLen + b.outputLen, chunk),
+      b.device);
+  if (!executor)
+    return 1;
+  Engine engine(*a, *executor, chunk);
   std::vector<RequestResult> results;
   std::string error;
   if (!engine.run(requests, results, nullptr, error))
@@ -226,7 +293,7 @@ int bench(const std::string &path, const BenchOptions &b) {
   double decodeTps = s.decodeMs > 0 ? s.decodeTokens * 1000.0 / s.decodeMs : 0;
   if (b.json) {
     nlohmann::ordered_json j = {
-        {"artifact", path}, {"target", a->target},
+        {"artifact", path}, {"device", b.device},
         {"batch", b.batch}, {"input_len", b.inputLen},
         {"output_len", b.outputLen},
         {"prefill_tokens_per_s", prefillTps},
@@ -262,30 +329,38 @@ int main(int argc, char **argv) {
   CLI::App *gen = app.add_subcommand("generate", "Generate text from a prompt");
   gen->add_option("artifact", artifact, "Artifact folder")->required();
   gen->add_option("-p,--prompt", g.prompt, "Prompt text")->required();
+  auto atLeast = [](int64_t lo, int64_t hi) {
+    return CLI::Range(lo, hi).description(
+        "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
   gen->add_option("-n,--max-tokens", g.maxTokens, "Tokens to generate")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(atLeast(1, int64_t(1) << 24));
   gen->add_option("--temp,--temperature", g.sampling.temperature,
                   "Sampling temperature (0 = greedy)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(CLI::Range(0.0, 100.0));
   gen->add_option("--top-k", g.sampling.topK, "Keep the k most likely tokens (0 = all)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(atLeast(0, int64_t(1) << 24));
   gen->add_option("--top-p", g.sampling.topP, "Nucleus probability mass")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   gen->add_option("-s,--seed", g.sampling.seed, "Random seed")->capture_default_str();
   gen->add_option("--chunk-size", g.chunk, "Prefill chunk (tokens per step)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(atLeast(1, 65536));
   gen->add_flag("--ignore-eos", g.ignoreEos, "Do not stop at end-of-sequence");
+  gen->add_option("--device", g.device, "host, or cuda (the artifact's GPU target)")
+      ->capture_default_str()->check(CLI::IsMember({"host", "cuda"}));
 
   BenchOptions b;
   CLI::App *benchCmd = app.add_subcommand("bench", "Measure prefill and decode");
   benchCmd->add_option("artifact", artifact, "Artifact folder")->required();
   benchCmd->add_option("--batch", b.batch, "Sequences")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(atLeast(1, 256));
   benchCmd->add_option("--input-len", b.inputLen, "Prompt tokens")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(atLeast(1, int64_t(1) << 24));
   benchCmd->add_option("--output-len", b.outputLen, "Generated tokens")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(atLeast(1, int64_t(1) << 24));
   benchCmd->add_flag("--json", b.json, "Print JSON");
+  benchCmd->add_option("--device", b.device, "host, or cuda")
+      ->capture_default_str()->check(CLI::IsMember({"host", "cuda"}));
 
   try {
     app.parse(argc, argv);
@@ -293,9 +368,14 @@ int main(int argc, char **argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (*inspectCmd)
-    return inspect(artifact, inspectJson);
-  if (*gen)
-    return generate(artifact, g);
-  return bench(artifact, b);
+  try {
+    if (*inspectCmd)
+      return inspect(artifact, inspectJson);
+    if (*gen)
+      return generate(artifact, g);
+    return bench(artifact, b);
+  } catch (const std::bad_alloc &) {
+    return fail("out of memory: reduce --batch, the context length or "
+                "--chunk-size");
+  }
 }

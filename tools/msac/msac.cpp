@@ -20,6 +20,7 @@
 #include "msac/Checkpoint/ModelWeights.h"
 #include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
+#include "msac/Codegen/TargetTable.h"
 #include "msac/Import/M3Importer.h"
 #include "msac/Transforms/Passes.h"
 
@@ -65,11 +66,15 @@ static cl::opt<std::string> outputFile(
                   "for compile"),
     cl::value_desc("path"), cl::init("-"), cl::sub(importCommand),
     cl::sub(compileCommand), cl::cat(msacCategory));
-static cl::opt<std::string> target("target",
-                                   cl::desc("Compilation target: host"),
-                                   cl::init("host"), cl::sub(compileCommand),
-                                   cl::cat(msacCategory));
-enum class EmitStage { Msa, Kernels, LLVM, Artifact };
+static cl::list<std::string> targets(
+    "target",
+    cl::desc("Targets, comma separated: host, sm_90a, sm_100a (default: host)"),
+    cl::CommaSeparated, cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<std::string> cudaToolkit(
+    "cuda-toolkit", cl::desc("CUDA toolkit holding bin/ptxas"),
+    cl::init("/usr/local/cuda"), cl::sub(compileCommand),
+    cl::cat(msacCategory));
+enum class EmitStage { Msa, Kernels, LLVM, PTX, Artifact };
 static cl::opt<EmitStage> emit(
     "emit", cl::desc("Stop after a stage and print its IR"),
     cl::values(clEnumValN(EmitStage::Msa, "msa", "the imported msa IR"),
@@ -77,6 +82,8 @@ static cl::opt<EmitStage> emit(
                           "the host kernels (scf/arith/math/llvm)"),
                clEnumValN(EmitStage::LLVM, "llvm",
                           "the host kernels in the LLVM dialect"),
+               clEnumValN(EmitStage::PTX, "ptx",
+                          "PTX of the first NVIDIA target"),
                clEnumValN(EmitStage::Artifact, "artifact",
                           "the artifact folder (default)")),
     cl::init(EmitStage::Artifact), cl::sub(compileCommand),
@@ -210,9 +217,23 @@ void progress(int step, int total, const Twine &what) {
 }
 
 int runCompile() {
-  if (target != "host")
-    return usageError("--target '" + target +
-                      "' is not available yet; use --target host");
+  std::vector<std::string> wanted(targets.begin(), targets.end());
+  if (wanted.empty())
+    wanted.push_back("host");
+  bool host = false;
+  std::vector<const GpuTarget *> gpus;
+  for (const std::string &t : wanted) {
+    if (t == "host") {
+      host = true;
+      continue;
+    }
+    const GpuTarget *gpu = lookupGpuTarget(t);
+    if (!gpu || gpu->vendor != "nvidia")
+      return usageError("--target '" + t +
+                        "' is not available yet; use host, sm_90a or "
+                        "sm_100a");
+    gpus.push_back(gpu);
+  }
   if (!checkModelDir(compileDir))
     return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
@@ -256,6 +277,64 @@ int runCompile() {
     return 1;
   if (emit == EmitStage::Kernels)
     return print(*program->kernels);
+  std::vector<ArtifactTarget> written;
+  if (emit == EmitStage::PTX) {
+    if (gpus.empty())
+      return usageError("--emit=ptx needs an NVIDIA --target");
+    std::string ptx;
+    std::string error = emitNvidiaBinary(*program->kernels,
+                                         gpus.front()->name.str(),
+                                         cudaToolkit, /*assembly=*/true, ptx);
+    if (!error.empty()) {
+      WithColor::error(errs(), "msac") << error << "\n";
+      return 1;
+    }
+    std::error_code ec;
+    ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
+    if (ec)
+      return usageError("cannot open " + outputFile + ": " + ec.message());
+    out.os() << ptx;
+    out.keep();
+    return 0;
+  }
+  if (emit == EmitStage::Artifact) {
+    if (std::error_code ec =
+            sys::fs::create_directories(outputFile + "/kernels"))
+      return usageError("cannot create " + outputFile + ": " + ec.message());
+    for (const GpuTarget *gpu : gpus) {
+      progress(4, steps, "compiling " + Twine(program->kernelNames.size()) +
+                             " kernels for " + gpu->name);
+      std::string cubin;
+      std::string error = emitNvidiaBinary(
+          *program->kernels, gpu->name.str(), cudaToolkit, false, cubin);
+      if (!error.empty()) {
+        WithColor::error(errs(), "msac") << error << "\n";
+        return 1;
+      }
+      std::string file = "kernels/" + gpu->name.str() + ".cubin";
+      std::error_code ec;
+      raw_fd_ostream out(outputFile + "/" + file, ec, sys::fs::OF_None);
+      if (ec)
+        return usageError("cannot write " + file + ": " + ec.message());
+      out << cubin;
+      written.push_back({gpu->name.str(), file,
+                         gpu->multiprocessors * 4, gpu->threadsPerBlock});
+    }
+    if (!host) {
+      progress(5, steps, "writing weights and manifest to " + outputFile);
+      std::string error = writeArtifact(outputFile, *program, written,
+                                        *model->config, *model->checkpoint,
+                                        compileDir);
+      if (!error.empty()) {
+        WithColor::error(errs(), "msac") << error << "\n";
+        return 1;
+      }
+      outs() << "msac: wrote " << outputFile << " ("
+             << program->kernelNames.size() << " kernels, "
+             << program->schedule.size() << " launches per step)\n";
+      return 0;
+    }
+  }
   if (failed(lowerKernelsToLLVM(*program->kernels))) {
     WithColor::error(errs(), "msac") << "lowering the kernels to LLVM failed\n";
     return 3;
@@ -264,9 +343,6 @@ int runCompile() {
     return print(*program->kernels);
   progress(4, steps, "compiling " + Twine(program->kernelNames.size()) +
                          " kernels for x86-64");
-  if (std::error_code ec =
-          sys::fs::create_directories(outputFile + "/kernels"))
-    return usageError("cannot create " + outputFile + ": " + ec.message());
   std::string error = emitHostSharedObject(
       *program->kernels, outputFile + "/kernels/host-x86_64.so", lldPath);
   if (!error.empty()) {
@@ -274,7 +350,9 @@ int runCompile() {
     return 1;
   }
   progress(5, steps, "writing weights and manifest to " + outputFile);
-  error = writeArtifact(outputFile, *program, *model->config,
+  written.insert(written.begin(),
+                 {"host-x86_64", "kernels/host-x86_64.so", 0, 0});
+  error = writeArtifact(outputFile, *program, written, *model->config,
                         *model->checkpoint, compileDir);
   if (!error.empty()) {
     WithColor::error(errs(), "msac") << error << "\n";

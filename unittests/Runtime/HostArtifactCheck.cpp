@@ -2,7 +2,7 @@
 //
 // Part of msac's tests.
 //
-// Usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick]
+// Usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick] [--device cuda]
 //
 // --quick runs prompts of 1, 129 and 300 tokens only (for the quantized
 // variants, whose loading path differs but whose kernels are the same).
@@ -37,6 +37,7 @@
 #include "M3Reference.h"
 
 #include "msac/Runtime/Artifact.h"
+#include "msac/Runtime/CudaModel.h"
 #include "msac/Runtime/HostModel.h"
 
 #include <algorithm>
@@ -104,13 +105,29 @@ private:
   std::vector<int32_t> free;
 };
 
+bool useCuda = false;
+
+std::unique_ptr<runtime::Executor> makeExecutor(runtime::Artifact &artifact) {
+  runtime::HostModelOptions o{/*maxTokens=*/2304, kSeqs, kMaxBlocks,
+                              /*numPages=*/kSeqs * kMaxBlocks};
+  if (!useCuda)
+    return std::make_unique<runtime::HostModel>(artifact, o);
+  std::string error;
+  std::unique_ptr<runtime::CudaModel> m =
+      runtime::CudaModel::create(artifact, o, error);
+  if (!m) {
+    std::cerr << "msac-host-check: " << error << "\n";
+    std::exit(2);
+  }
+  return m;
+}
+
 class Harness {
 public:
   Harness(runtime::Artifact &artifact, reference::M3Reference &ref)
       : ref(ref), vocab(artifact.model().vocabSize),
-        pageSize(artifact.model().pageSize),
-        model(artifact, {/*maxTokens=*/2304, kSeqs, kMaxBlocks,
-                         /*numPages=*/kSeqs * kMaxBlocks}) {
+        pageSize(artifact.model().pageSize), executor(makeExecutor(artifact)),
+        model(*executor) {
     table.assign(kSeqs * kMaxBlocks, -1);
   }
 
@@ -146,7 +163,8 @@ public:
 
   reference::M3Reference &ref;
   int64_t vocab, pageSize;
-  runtime::HostModel model;
+  std::unique_ptr<runtime::Executor> executor;
+  runtime::Executor &model;
   std::vector<int32_t> table;
 };
 
@@ -160,9 +178,21 @@ std::vector<int32_t> prompt(int64_t length, int64_t salt, int64_t vocab) {
 } // namespace
 
 int main(int argc, char **argv) {
-  const bool quick = argc == 4 && std::string(argv[3]) == "--quick";
-  if (argc != 3 && !quick) {
-    std::cerr << "usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick]\n";
+  bool quick = false;
+  for (int i = 3; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--quick")
+      quick = true;
+    else if (arg == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cuda")
+      useCuda = true, ++i;
+    else if (arg == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "host")
+      ++i;
+    else
+      argc = 0; // usage error below
+  }
+  if (argc < 3) {
+    std::cerr << "usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick] "
+                 "[--device host|cuda]\n";
     return 2;
   }
   std::string error;

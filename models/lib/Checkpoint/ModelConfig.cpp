@@ -333,9 +333,6 @@ msac::ckpt::parseModelConfig(const std::string &configText,
            "mtp_transformer_layers", "use_mtp", "image_token_index",
            "video_token_index", "swiglu_beta"});
 
-  auto need = [&](const char *key, int64_t minimum = 1) {
-    return f.integer(key, /*required=*/true, minimum).value_or(0);
-  };
   auto bounded = [&](const char *key, int64_t maximum) {
     return f.integer(key, /*required=*/true, 1, maximum).value_or(0);
   };

@@ -9,6 +9,7 @@
 //                           the prefill and decode launch schedules, the
 //                           weight index
 //   kernels/host-x86_64.so  the host kernels
+//   kernels/sm_90a.cubin    NVIDIA kernels (when compiled for that target)
 //   weights.bin             every weight the schedule reads, each at a
 //                           4096-byte-aligned offset, ready to memory-map;
 //                           quantized formats stay packed
@@ -33,10 +34,18 @@ namespace msac {
 /// Version of the artifact layout written here and read by the runtime.
 inline constexpr int kArtifactFormatVersion = 1;
 
+/// One compiled target of an artifact.
+struct ArtifactTarget {
+  std::string name;        ///< host-x86_64, sm_90a, ...
+  std::string kernelsFile; ///< relative to the artifact folder
+  int64_t grid = 0, block = 0; ///< GPU launch shape of the first-cut kernels
+};
+
 /// Writes manifest.json, weights.bin and tokenizer.json into `dir` (which
-/// must exist); the kernels were already written to
-/// `dir/kernels/host-x86_64.so`. Returns an error message or "".
+/// must exist); the kernels of every target were already written there.
+/// Returns an error message or "".
 std::string writeArtifact(const std::string &dir, const HostProgram &program,
+                          const std::vector<ArtifactTarget> &targets,
                           const ckpt::ModelConfig &config,
                           const ckpt::Checkpoint &checkpoint,
                           const std::string &modelDir);

@@ -84,6 +84,16 @@ std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
                                  const std::string &soPath,
                                  const std::string &lldPath);
 
+/// Compiles the (not yet LLVM-lowered) kernels for an NVIDIA target of the
+/// target table: a cubin (or PTX text with `assembly`) in `binary`, built
+/// with ptxas from `cudaToolkit`. Kernels keep the host ABI and names; the
+/// outermost loop of each is spread over the grid (grid-stride). Returns
+/// an error message or "".
+std::string emitNvidiaBinary(mlir::ModuleOp hostKernels,
+                             const std::string &targetName,
+                             const std::string &cudaToolkit, bool assembly,
+                             std::string &binary);
+
 } // namespace msac
 
 #endif // MSAC_CODEGEN_HOSTPROGRAM_H

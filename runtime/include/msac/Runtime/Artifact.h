@@ -49,6 +49,13 @@ struct Step {
   HostKernel function = nullptr;
 };
 
+/// A compiled target of the artifact.
+struct Target {
+  std::string name;        ///< host-x86_64, sm_90a, sm_100a, ...
+  std::string kernelsPath; ///< absolute path of the kernels file
+  int64_t grid = 0, block = 0;
+};
+
 struct ModelInfo {
   std::string modelType;
   int64_t hiddenSize = 0, numLayers = 0, numHeads = 0, numKVHeads = 0,
@@ -76,7 +83,11 @@ public:
   const std::vector<Step> &decodeSchedule() const { return decode; }
   const std::vector<int64_t> &outputs() const { return outputList; }
   const std::vector<std::string> &kernelNames() const { return kernels; }
-  std::string producer, target;
+  std::string producer, target; ///< `target`: the first target's name
+  const std::vector<Target> &targets() const { return targetList; }
+  /// The target called `name`, or null.
+  const Target *findTarget(const std::string &name) const;
+  bool hasHostKernels() const { return library != nullptr; }
   int formatVersion = 0;
   /// Address of a weight buffer's bytes in the mapping.
   const uint8_t *weightData(const Buffer &b) const { return weights + b.offset; }
@@ -89,6 +100,7 @@ private:
   std::vector<Buffer> bufferList;
   std::vector<Step> init, prefill, decode;
   std::vector<int64_t> outputList;
+  std::vector<Target> targetList;
   std::vector<std::string> kernels;
   const uint8_t *weights = nullptr;
   uint64_t weightsSize = 0;

@@ -58,8 +58,8 @@ struct EngineStats {
 
 class Engine {
 public:
-  Engine(const Artifact &artifact, const HostModelOptions &options,
-         int64_t chunkSize);
+  /// Runs on `executor` (a HostModel or a GPU model of `artifact`).
+  Engine(const Artifact &artifact, Executor &executor, int64_t chunkSize);
 
   /// Runs all requests to completion; `onToken(request, token)` is called
   /// as tokens are generated. Returns false and sets `error` on failure.
@@ -69,11 +69,11 @@ public:
            std::string &error);
 
   const EngineStats &stats() const { return engineStats; }
-  const HostModel &model() const { return host; }
+  Executor &model() const { return host; }
 
 private:
   const Artifact &art;
-  HostModel host;
+  Executor &host;
   int64_t chunk;
   EngineStats engineStats;
 };

@@ -37,25 +37,40 @@ struct StepInput {
   std::vector<int32_t> blockTable;
 };
 
-class HostModel {
+/// Runs an artifact's schedule on one device (the host, or a GPU).
+class Executor {
+public:
+  virtual ~Executor() = default;
+  /// Runs one step. Returns null and sets `error` on bad input (a token id
+  /// outside the vocabulary, a position without a page, too many tokens) or
+  /// a device failure. Otherwise returns [logitsIndices.size()][vocab] FP32
+  /// logits in host memory, valid until the next call.
+  virtual const float *step(const StepInput &input, std::string &error) = 0;
+  virtual const HostModelOptions &options() const = 0;
+  /// Bytes of all buffers this instance allocated (caches + activations).
+  virtual uint64_t allocatedBytes() const = 0;
+  /// The contents of buffer `id` after the last step, in host memory (for
+  /// inspection and tests); null for a weight.
+  virtual const void *bufferData(int64_t id) = 0;
+
+protected:
+  /// Checks a step's inputs against the model and the instance's limits.
+  static bool validate(const Artifact &artifact, const HostModelOptions &o,
+                       const StepInput &in, std::string &error);
+  /// Element count of a non-weight buffer for these limits.
+  static uint64_t elements(const Buffer &b, const HostModelOptions &o);
+};
+
+class HostModel : public Executor {
 public:
   HostModel(const Artifact &artifact, const HostModelOptions &options);
 
-  /// Runs one step. Returns null and sets `error` on bad input (a token id
-  /// outside the vocabulary, a position without a page, too many tokens).
-  /// Otherwise returns [logitsIndices.size()][vocab] FP32 logits, valid
-  /// until the next call.
-  const float *step(const StepInput &input, std::string &error);
-
-  const HostModelOptions &options() const { return opts; }
-  /// The storage of buffer `id` (for inspection and tests), or null for a
-  /// weight.
-  const void *bufferData(int64_t id) const { return pointers[id]; }
-  /// Bytes of all buffers this instance allocated (caches + activations).
-  uint64_t allocatedBytes() const { return allocated; }
+  const float *step(const StepInput &input, std::string &error) override;
+  const HostModelOptions &options() const override { return opts; }
+  uint64_t allocatedBytes() const override { return allocated; }
+  const void *bufferData(int64_t id) override { return pointers[id]; }
 
 private:
-  int64_t resolve(const Extent &e) const;
   const Artifact &art;
   HostModelOptions opts;
   std::vector<std::vector<uint8_t>> storage; // per buffer (non-weights)

@@ -1,0 +1,153 @@
+//===- NvidiaBinary.cpp - Host kernels as NVIDIA GPU kernels --------------===//
+//
+// Part of msac.
+//
+// First cut of the NVIDIA backend: the same generated kernel bodies as the
+// host, each wrapped in a `gpu.func` whose outermost loop becomes a
+// grid-stride loop over threads (iteration i runs on thread
+// blockIdx.x * blockDim.x + threadIdx.x, stepping by the grid size), then
+// lowered through convert-gpu-to-nvvm and serialized by
+// gpu-module-to-binary (NVPTX in process, ptxas as a subprocess).
+// Correct and simple; the tiled tensor-core kernels come next.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Codegen/HostProgram.h"
+#include "msac/Codegen/TargetTable.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
+                                   const std::string &targetName,
+                                   const std::string &cudaToolkit,
+                                   bool assembly, std::string &binary) {
+  const GpuTarget *target = lookupGpuTarget(targetName);
+  if (!target || target->vendor != "nvidia")
+    return "'" + targetName + "' is not an NVIDIA target";
+  MLIRContext *ctx = hostKernels.getContext();
+  ctx->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(*ctx);
+  DialectRegistry registry;
+  // convert-gpu-to-nvvm converts the other dialects through their
+  // ConvertToLLVM interfaces, which must be registered explicitly.
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  arith::registerConvertArithToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  ctx->appendDialectRegistry(registry);
+
+  OpBuilder b(ctx);
+  Location loc = hostKernels.getLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  module->getOperation()->setAttr("gpu.container_module", b.getUnitAttr());
+  b.setInsertionPointToEnd(module->getBody());
+  auto targetAttr = NVVM::NVVMTargetAttr::get(
+      ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", target->chip,
+      target->features);
+  auto gpuModule = gpu::GPUModuleOp::create(
+      b, loc, "msac_kernels", b.getArrayAttr({targetAttr}));
+  b.setInsertionPointToStart(gpuModule.getBody());
+
+  for (auto fn : hostKernels.getOps<func::FuncOp>()) {
+    auto kernel = gpu::GPUFuncOp::create(b, loc, fn.getName(),
+                                         fn.getFunctionType());
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    Block &dst = kernel.getBody().front();
+    IRMapping map;
+    Block &src = fn.getBody().front();
+    for (auto [from, to] : llvm::zip(src.getArguments(), dst.getArguments()))
+      map.map(from, to);
+    OpBuilder inner = OpBuilder::atBlockEnd(&dst);
+    for (Operation &op : src) {
+      if (isa<func::ReturnOp>(op)) {
+        gpu::ReturnOp::create(inner, op.getLoc());
+        continue;
+      }
+      inner.clone(op, map);
+    }
+    // The first top-level loop becomes a grid-stride loop over threads.
+    for (Operation &op : dst) {
+      auto loop = dyn_cast<scf::ForOp>(op);
+      if (!loop)
+        continue;
+      OpBuilder at(loop);
+      Value bid = gpu::BlockIdOp::create(at, loc, gpu::Dimension::x);
+      Value bdim = gpu::BlockDimOp::create(at, loc, gpu::Dimension::x);
+      Value tid = gpu::ThreadIdOp::create(at, loc, gpu::Dimension::x);
+      Value gdim = gpu::GridDimOp::create(at, loc, gpu::Dimension::x);
+      Value thread = arith::AddIOp::create(
+          at, loc, arith::MulIOp::create(at, loc, bid, bdim), tid);
+      Value threads = arith::MulIOp::create(at, loc, gdim, bdim);
+      Value lb = arith::AddIOp::create(
+          at, loc, loop.getLowerBound(),
+          arith::MulIOp::create(at, loc, thread, loop.getStep()));
+      Value step = arith::MulIOp::create(at, loc, threads, loop.getStep());
+      loop.getLowerBoundMutable().assign(lb);
+      loop.getStepMutable().assign(step);
+      break;
+    }
+  }
+
+  if (std::getenv("MSAC_DUMP_GPU_IR"))
+    module->print(llvm::errs());
+  auto run = [&](auto &&populate, const char *what) -> bool {
+    PassManager pm(ctx);
+    populate(pm);
+    if (succeeded(pm.run(*module)))
+      return true;
+    llvm::errs() << "msac: the " << what << " step failed\n";
+    return false;
+  };
+  GpuModuleToBinaryPassOptions options;
+  options.toolkitPath = cudaToolkit;
+  options.compilationTarget = assembly ? "isa" : "bin";
+  if (!run([](PassManager &pm) { pm.addPass(createSCFToControlFlowPass()); },
+           "scf-to-cf") ||
+      !run([](PassManager &pm) {
+             pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+           }, "gpu-to-nvvm") ||
+      !run([](PassManager &pm) {
+             pm.addPass(createReconcileUnrealizedCastsPass());
+           }, "reconcile-casts") ||
+      !run([&](PassManager &pm) {
+             pm.addPass(createGpuModuleToBinaryPass(options));
+           }, "serialization"))
+    return "NVIDIA code generation for " + targetName + " failed";
+  for (auto bin : module->getOps<gpu::BinaryOp>())
+    for (Attribute a : bin.getObjectsAttr()) {
+      binary = cast<gpu::ObjectAttr>(a).getObject().str();
+      return "";
+    }
+  return "gpu-module-to-binary produced no object";
+}

@@ -1,0 +1,64 @@
+//===- CudaModel.h - Running an artifact's NVIDIA kernels -------*- C++ -*-===//
+//
+// Part of the msac runtime.
+//
+// The CUDA driver API, loaded with dlopen (libcuda.so.1), so msac-run builds
+// and runs on machines without a GPU. Picks the artifact target matching the
+// device (sm_90 -> sm_90a, sm_100 -> sm_100a), loads its cubin, allocates
+// every buffer in device memory, copies the weights once, and runs the init
+// and step schedules. Every driver call is checked; an error names the call
+// and the kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_RUNTIME_CUDAMODEL_H
+#define MSAC_RUNTIME_CUDAMODEL_H
+
+#include "msac/Runtime/HostModel.h"
+
+#include <memory>
+
+namespace msac::runtime {
+
+class CudaModel : public Executor {
+public:
+  /// Creates the model on device 0; null (with `error`) when there is no
+  /// driver, no device, no matching target, or a driver call fails.
+  static std::unique_ptr<CudaModel> create(const Artifact &artifact,
+                                           const HostModelOptions &options,
+                                           std::string &error);
+  ~CudaModel() override;
+
+  const float *step(const StepInput &input, std::string &error) override;
+  const HostModelOptions &options() const override { return opts; }
+  uint64_t allocatedBytes() const override { return allocated; }
+  const void *bufferData(int64_t id) override;
+  /// The artifact target running (e.g. sm_90a) and the device name.
+  const std::string &targetName() const { return target; }
+  const std::string &deviceName() const { return device; }
+
+  struct Driver;
+
+private:
+  CudaModel(const Artifact &artifact, const HostModelOptions &options);
+  bool launch(const std::vector<Step> &schedule,
+              const std::vector<uint64_t> &stepTables, std::string &error);
+
+  const Artifact &art;
+  HostModelOptions opts;
+  std::unique_ptr<Driver> driver;
+  std::string target, device;
+  void *module = nullptr;
+  std::vector<void *> functions;          // per distinct kernel name
+  std::vector<uint64_t> buffers;          // device pointers, per buffer
+  std::vector<uint64_t> initTables, stepTables; // device arrays of pointers
+  uint64_t scalars = 0;                   // device int64[3]
+  int64_t grid = 0, block = 0;
+  uint64_t allocated = 0;
+  std::vector<float> logits;
+  std::vector<uint8_t> scratch;
+};
+
+} // namespace msac::runtime
+
+#endif // MSAC_RUNTIME_CUDAMODEL_H
