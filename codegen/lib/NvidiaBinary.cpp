@@ -45,7 +45,8 @@ using namespace mlir;
 std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
                                    const std::string &targetName,
                                    const std::string &cudaToolkit,
-                                   bool assembly, std::string &binary) {
+                                   bool assembly, std::string &binary,
+                                   bool fmad) {
   const GpuTarget *target = lookupGpuTarget(targetName);
   if (!target || target->vendor != "nvidia")
     return "'" + targetName + "' is not an NVIDIA target";
@@ -72,9 +73,13 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   module->getOperation()->setAttr("gpu.container_module", b.getUnitAttr());
   b.setInsertionPointToEnd(module->getBody());
+  DictionaryAttr flags;
+  if (!fmad)
+    flags = b.getDictionaryAttr(b.getNamedAttr(
+        "ptxas-cmd-options", b.getArrayAttr({b.getStringAttr("--fmad=false")})));
   auto targetAttr = NVVM::NVVMTargetAttr::get(
       ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", target->chip,
-      target->features);
+      target->features, flags);
   auto gpuModule = gpu::GPUModuleOp::create(
       b, loc, "msac_kernels", b.getArrayAttr({targetAttr}));
   b.setInsertionPointToStart(gpuModule.getBody());

@@ -70,6 +70,10 @@ static cl::list<std::string> targets(
     "target",
     cl::desc("Targets, comma separated: host, sm_90a, sm_100a (default: host)"),
     cl::CommaSeparated, cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<bool> ptxasFmad(
+    "ptxas-fmad",
+    cl::desc("Let ptxas contract multiply-adds into FMAs (default true)"),
+    cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<std::string> cudaToolkit(
     "cuda-toolkit", cl::desc("CUDA toolkit holding bin/ptxas"),
     cl::init("/usr/local/cuda"), cl::sub(compileCommand),
@@ -305,8 +309,9 @@ int runCompile() {
       progress(4, steps, "compiling " + Twine(program->kernelNames.size()) +
                              " kernels for " + gpu->name);
       std::string cubin;
-      std::string error = emitNvidiaBinary(
-          *program->kernels, gpu->name.str(), cudaToolkit, false, cubin);
+      std::string error =
+          emitNvidiaBinary(*program->kernels, gpu->name.str(), cudaToolkit,
+                           false, cubin, ptxasFmad);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;

@@ -89,10 +89,12 @@ std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
 /// with ptxas from `cudaToolkit`. Kernels keep the host ABI and names; the
 /// outermost loop of each is spread over the grid (grid-stride). Returns
 /// an error message or "".
+/// `fmad` false passes --fmad=false to ptxas (no contraction of a multiply
+/// and an add into an FMA), which keeps GPU rounding closer to the host's.
 std::string emitNvidiaBinary(mlir::ModuleOp hostKernels,
                              const std::string &targetName,
                              const std::string &cudaToolkit, bool assembly,
-                             std::string &binary);
+                             std::string &binary, bool fmad = true);
 
 } // namespace msac
 
