@@ -124,8 +124,6 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
     }
   }
 
-  if (std::getenv("MSAC_DUMP_GPU_IR"))
-    module->print(llvm::errs());
   auto run = [&](auto &&populate, const char *what) -> bool {
     PassManager pm(ctx);
     populate(pm);

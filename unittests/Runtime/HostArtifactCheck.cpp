@@ -4,6 +4,9 @@
 //
 // Usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick] [--device cuda]
 //
+// MSAC_CHECK_VERBOSE=1 also lists each one-shot-prefill row whose worst
+// logit error exceeds 0.1, with its decision margin.
+//
 // --quick runs prompts of 1, 129 and 300 tokens only (for the quantized
 // variants, whose loading path differs but whose kernels are the same).
 //
