@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <dlfcn.h>
@@ -55,9 +56,18 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             " an artifact written by `msac compile`?";
     return nullptr;
   }
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // nlohmann's lexer reads a NUL outside a string as the end of the input
+  // and would silently drop the rest of the file.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    error = manifestPath + ": contains a NUL byte at offset " +
+            std::to_string(nul) + "; the artifact is corrupt";
+    return nullptr;
+  }
   json m;
   try {
-    m = json::parse(in);
+    m = json::parse(text);
   } catch (const json::exception &e) {
     error = manifestPath + ": not valid JSON: " + e.what();
     return nullptr;

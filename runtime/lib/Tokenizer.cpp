@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 #include <fstream>
+#include <iterator>
 
 using namespace msac::runtime;
 using json = nlohmann::json;
@@ -62,9 +63,18 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
     error = path + ": cannot be read";
     return nullptr;
   }
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // nlohmann's lexer reads a NUL outside a string as the end of the input
+  // and would silently drop the rest of the file.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    error = path + ": contains a NUL byte at offset " + std::to_string(nul) +
+            "; the file is corrupt";
+    return nullptr;
+  }
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception &e) {
     error = path + ": not valid JSON: " + e.what();
     return nullptr;

@@ -100,6 +100,16 @@ TEST(Checkpoint, IndexProblems) {
   Diagnostics d2;
   EXPECT_FALSE(Checkpoint::open(broken.path, d2));
   EXPECT_TRUE(d2.contains("is not valid JSON"));
+
+  // A NUL byte would end nlohmann's parse silently, hiding the duplicate.
+  TempDir nul;
+  writeShard(nul.file("s.safetensors"), {"a"});
+  writeFile(nul.file("model.safetensors.index.json"),
+            std::string(R"({"weight_map":{"a":"s.safetensors"}})") + '\0' +
+                R"({"weight_map":{"a":"s.safetensors","a":"x"}})");
+  Diagnostics d3;
+  EXPECT_FALSE(Checkpoint::open(nul.path, d3));
+  EXPECT_TRUE(d3.contains("contains a NUL byte at offset 36")) << describe(d3);
 }
 
 TEST(Checkpoint, EmptyOrMissingFolder) {

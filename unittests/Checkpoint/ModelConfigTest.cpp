@@ -160,6 +160,9 @@ TEST(ModelConfig, StructuralErrors) {
        "must be >= 1"},
       {"[1,2,3]", "must hold a JSON object"},
       {"{\"text_config\":", "is not valid JSON"},
+      // nlohmann ends the parse at a NUL; the trailing garbage must not be
+      // dropped silently.
+      {base + std::string(1, '\0') + "{{{", "contains a NUL byte at offset"},
   };
   for (const Case &c : cases) {
     Diagnostics diags;
@@ -200,6 +203,15 @@ TEST(ModelConfig, QuantizationMethods) {
   Diagnostics d6;
   EXPECT_FALSE(parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\"},"), d6, &hf));
   EXPECT_TRUE(d6.contains("contradicts config.json"));
+
+  // Problems in hf_quant_config.json name its path inside the folder.
+  msac::test::TempDir dir;
+  msac::test::writeFile(dir.file("config.json"), smallConfig());
+  msac::test::writeFile(dir.file("hf_quant_config.json"), "{\"quantization\":{}}");
+  Diagnostics d7;
+  EXPECT_FALSE(readModelConfig(dir.path, d7));
+  ASSERT_EQ(d7.errorCount(), 1u) << describe(d7);
+  EXPECT_EQ(d7.all()[0].file, dir.file("hf_quant_config.json"));
 }
 
 } // namespace
@@ -255,3 +267,24 @@ TEST(ModelConfig, BugHuntRegressions) {
   EXPECT_EQ(config->numSparseLayers(), 0);
 }
 } // namespace
+
+TEST(ModelConfig, LongValuesAreClippedInMessages) {
+  // A corrupt config with a megabyte-long string must not print it whole;
+  // the clip keeps both ends and never splits a UTF-8 character.
+  std::string huge = "x" + std::string(1 << 20, 'a');
+  for (int i = 0; i < 4000; ++i)
+    huge += "\xC3\xA9"; // U+00E9, two bytes
+  Diagnostics diags;
+  EXPECT_FALSE(parse(smallConfig("", "\"quantization_config\":{\"quant_method\":\"" +
+                                         huge + "\"},"),
+                     diags));
+  ASSERT_TRUE(diags.contains("bytes omitted")) << describe(diags).substr(0, 2000);
+  for (const Diagnostic &d : diags.all()) {
+    EXPECT_LE(d.message.size(), 1200u);
+    EXPECT_LE(d.subject.size(), 1200u);
+    // Valid UTF-8 around the cut: no continuation byte follows ASCII text.
+    for (size_t i = 1; i < d.message.size(); ++i)
+      if ((static_cast<unsigned char>(d.message[i]) & 0xC0) == 0x80)
+        EXPECT_GE(static_cast<unsigned char>(d.message[i - 1]), 0x80u) << i;
+  }
+}

@@ -168,6 +168,11 @@ TEST(Safetensors, B46RootAndNames) {
   EXPECT_FALSE(parse(safetensorsBytes("{\"w\":", ""), badJson));
   EXPECT_TRUE(badJson.contains("not valid JSON"));
 
+  Diagnostics nul;
+  EXPECT_FALSE(parse(safetensorsBytes(std::string("{}") + '\0' + "xx", ""), nul));
+  EXPECT_TRUE(nul.contains("header contains a NUL byte at offset 2"))
+      << errorsOf(nul);
+
   Diagnostics duplicate;
   EXPECT_FALSE(parse(
       safetensorsBytes(

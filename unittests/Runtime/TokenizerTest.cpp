@@ -65,6 +65,10 @@ TEST(Tokenizer, RejectsUnsupportedFiles) {
   EXPECT_FALSE(Tokenizer::load(writeTemp("msac-tok-bad1.json", "{not json"), error));
   EXPECT_NE(error.find("not valid JSON"), std::string::npos);
   EXPECT_FALSE(Tokenizer::load(
+      writeTemp("msac-tok-nul.json", std::string(kTiny) + '\0' + "{"), error));
+  EXPECT_NE(error.find("contains a NUL byte at offset"), std::string::npos)
+      << error;
+  EXPECT_FALSE(Tokenizer::load(
       writeTemp("msac-tok-bad2.json", R"({"model": {"type": "Unigram"}})"), error));
   EXPECT_NE(error.find("model.type 'Unigram' is not supported"), std::string::npos);
   std::string meta = kTiny;

@@ -40,6 +40,12 @@ static bool readIndex(const std::string &path,
   std::stringstream text;
   text << in.rdbuf();
   const std::string content = text.str();
+  if (long long nul = detail::findNulByte(content.data(),
+                                          content.data() + content.size());
+      nul >= 0) {
+    diags.error(path, "", detail::nulByteMessage(nul));
+    return false;
+  }
   std::vector<std::string> duplicates = detail::findDuplicateKeys(
       content.begin(), content.end(), 2, "weight_map");
   json root;

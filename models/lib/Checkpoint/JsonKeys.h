@@ -1,4 +1,4 @@
-//===- JsonKeys.h - Duplicate-key detection for JSON inputs -----*- C++ -*-===//
+//===- JsonKeys.h - Duplicate keys and NUL bytes in JSON inputs -*- C++ -*-===//
 //
 // Part of msac (internal to the checkpoint library).
 //
@@ -86,6 +86,23 @@ std::vector<std::string> findDuplicateKeys(Iterator first, Iterator last,
   DuplicateKeys handler(depth, parentKey);
   nlohmann::json::sax_parse(first, last, &handler);
   return handler.duplicates;
+}
+
+/// Offset of the first NUL byte in [first, last), or -1. nlohmann's lexer
+/// reads NUL outside a string as the end of the input and would silently
+/// ignore everything after it, so inputs are checked before parsing.
+template <typename Byte>
+long long findNulByte(const Byte *first, const Byte *last) {
+  for (const Byte *p = first; p != last; ++p)
+    if (*p == 0)
+      return p - first;
+  return -1;
+}
+
+/// The message for a NUL byte at `offset` of a JSON input.
+inline std::string nulByteMessage(long long offset) {
+  return "contains a NUL byte at offset " + std::to_string(offset) +
+         ", which JSON does not allow; the file is corrupt";
 }
 
 } // namespace msac::ckpt::detail

@@ -215,6 +215,11 @@ private:
 json parseJson(const std::string &text, const std::string &file,
                Diagnostics &diags, bool &ok) {
   ok = false;
+  if (long long nul = detail::findNulByte(text.data(), text.data() + text.size());
+      nul >= 0) {
+    diags.error(file, "", detail::nulByteMessage(nul));
+    return json();
+  }
   try {
     json value = json::parse(text);
     ok = true;
@@ -628,7 +633,9 @@ msac::ckpt::parseModelConfig(const std::string &configText,
     readQuantizationConfig(*quant, quantPath, file, diags,
                            config.quantization);
   if (hfQuantConfigText) {
-    const std::string hfFile = "hf_quant_config.json";
+    // Name it next to config.json so that messages carry the folder.
+    const std::string hfFile =
+        (fs::path(file).parent_path() / "hf_quant_config.json").string();
     bool hfOk;
     json hf = parseJson(*hfQuantConfigText, hfFile, diags, hfOk);
     if (hfOk) {

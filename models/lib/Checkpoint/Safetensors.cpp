@@ -213,6 +213,11 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
   header.dataOffset = 8 + headerBytes;
   const uint64_t dataSize = size - header.dataOffset;
 
+  if (long long nul = detail::findNulByte(bytes + 8, bytes + 8 + headerBytes);
+      nul >= 0) {
+    diags.error(file, "", "header " + detail::nulByteMessage(nul));
+    return false;
+  }
   // Duplicate names: a plain parse keeps only the last one, so list them
   // with a linear SAX pass first.
   std::vector<std::string> duplicates =
