@@ -254,15 +254,7 @@ const float *CudaModel::step(const StepInput &in, std::string &error) {
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].kind != Buffer::Kind::Input)
       continue;
-    const std::vector<int32_t> *src = nullptr;
-    switch (list[i].argument) {
-    case 0: src = &in.tokenIds; break;
-    case 1: src = &in.seqIds; break;
-    case 2: src = &in.positions; break;
-    case 3: src = &in.logitsIndices; break;
-    case 4: src = &in.blockTable; break;
-    default: break;
-    }
+    const std::vector<int32_t> *src = in.argument(list[i].argument);
     if (src && !src->empty() &&
         driver->cuMemcpyHtoD(buffers[i], src->data(), src->size() * 4) != 0) {
       error = "copying input '" + list[i].name + "' to the GPU failed";

@@ -119,21 +119,11 @@ const float *HostModel::step(const StepInput &in, std::string &error) {
   const int64_t t = static_cast<int64_t>(in.tokenIds.size());
   const int64_t n = static_cast<int64_t>(in.logitsIndices.size());
 
-  // Inputs by argument order: token_ids, seq_ids, positions,
-  // logits_indices, block_table.
   const std::vector<Buffer> &buffers = art.buffers();
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (buffers[i].kind != Buffer::Kind::Input)
       continue;
-    const std::vector<int32_t> *src = nullptr;
-    switch (buffers[i].argument) {
-    case 0: src = &in.tokenIds; break;
-    case 1: src = &in.seqIds; break;
-    case 2: src = &in.positions; break;
-    case 3: src = &in.logitsIndices; break;
-    case 4: src = &in.blockTable; break;
-    default: break;
-    }
+    const std::vector<int32_t> *src = in.argument(buffers[i].argument);
     if (src && !src->empty())
       std::memcpy(pointers[i], src->data(), src->size() * sizeof(int32_t));
   }

@@ -120,6 +120,15 @@ inline bool writeSmallCheckpoint(
       .empty();
 }
 
+/// An edit for writeSmallCheckpoint that omits every tensor whose name
+/// contains `part`.
+inline auto withoutTensors(std::string part) {
+  return [part = std::move(part)](std::string &name, ckpt::DType &,
+                                  std::vector<int64_t> &) {
+    return name.find(part) == std::string::npos;
+  };
+}
+
 } // namespace msac::test
 
 #endif // MSAC_UNITTESTS_CHECKPOINT_CHECKPOINTFIXTURES_H

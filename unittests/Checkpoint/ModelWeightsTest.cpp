@@ -20,6 +20,7 @@ using msac::test::replaceOnce;
 using msac::test::ExtraTensor;
 using msac::test::smallConfig;
 using msac::test::TempDir;
+using msac::test::withoutTensors;
 using msac::test::writeSmallCheckpoint;
 
 namespace {
@@ -99,11 +100,9 @@ TEST(ModelWeights, EveryMissingOrMisshapenTensorIsListed) {
 // B47 (a): tied and no lm_head: the head is the embedding.
 TEST(ModelWeights, B47TiedWithoutLmHead) {
   TempDir dir;
-  ASSERT_TRUE(writeSmallCheckpoint(
-      dir.path, smallConfig("\"tie_word_embeddings\":true,"),
-      [](std::string &name, DType &, std::vector<int64_t> &) {
-        return name.find("lm_head") == std::string::npos;
-      }));
+  ASSERT_TRUE(writeSmallCheckpoint(dir.path,
+                                   smallConfig("\"tie_word_embeddings\":true,"),
+                                   withoutTensors("lm_head")));
   auto l = load(dir.path);
   ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_TRUE(l->weights->lmHeadTied);
@@ -114,11 +113,8 @@ TEST(ModelWeights, B47TiedWithoutLmHead) {
 // B47 (b): untied and no lm_head: a hard error.
 TEST(ModelWeights, B47UntiedWithoutLmHead) {
   TempDir dir;
-  ASSERT_TRUE(writeSmallCheckpoint(
-      dir.path, smallConfig(),
-      [](std::string &name, DType &, std::vector<int64_t> &) {
-        return name.find("lm_head") == std::string::npos;
-      }));
+  ASSERT_TRUE(
+      writeSmallCheckpoint(dir.path, smallConfig(), withoutTensors("lm_head")));
   auto l = load(dir.path);
   EXPECT_FALSE(l->weights);
   EXPECT_TRUE(l->diags.contains("is missing and tie_word_embeddings is false"));
@@ -316,11 +312,8 @@ TEST(ModelWeights, UnusedAndVisionTensors) {
 
 TEST(ModelWeights, NoEmbeddingAtAll) {
   TempDir dir;
-  ASSERT_TRUE(writeSmallCheckpoint(
-      dir.path, smallConfig(),
-      [](std::string &name, DType &, std::vector<int64_t> &) {
-        return name.find("embed_tokens") == std::string::npos;
-      }));
+  ASSERT_TRUE(writeSmallCheckpoint(dir.path, smallConfig(),
+                                   withoutTensors("embed_tokens")));
   auto l = load(dir.path);
   EXPECT_FALSE(l->weights);
   EXPECT_TRUE(l->diags.contains("is this a MiniMax-M3 text checkpoint"));

@@ -35,6 +35,21 @@ struct StepInput {
   std::vector<int32_t> logitsIndices; ///< rows of the hidden state to project
   /// [maxSequences][maxBlocksPerSequence] physical page of each block.
   std::vector<int32_t> blockTable;
+
+  /// The vector bound to argument `index` of the model function, in the
+  /// order the importer declares them (models/lib/Import/M3Importer.cpp):
+  /// 0 token_ids, 1 seq_ids, 2 positions, 3 logits_indices, 4 block_table.
+  /// Null for any other index.
+  const std::vector<int32_t> *argument(int64_t index) const {
+    switch (index) {
+    case 0: return &tokenIds;
+    case 1: return &seqIds;
+    case 2: return &positions;
+    case 3: return &logitsIndices;
+    case 4: return &blockTable;
+    default: return nullptr;
+    }
+  }
 };
 
 /// Runs an artifact's schedule on one device (the host, or a GPU).
