@@ -166,10 +166,20 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
     else
       MSAC_CUDA(driver->cuMemsetD8(p, 0, bytes), "cuMemsetD8");
   }
-  // One device array of buffer pointers per launch.
-  auto tables = [&](const std::vector<Step> &schedule,
-                    std::vector<uint64_t> &out) -> bool {
+  // Per launch: the kernel's function and a device array of its buffer
+  // pointers, both resolved here once rather than on every step.
+  auto resolve = [&](const std::vector<Step> &schedule,
+                     std::vector<Launch> &out) -> bool {
     for (const Step &s : schedule) {
+      Launch l;
+      CUresult rc = driver->cuModuleGetFunction(&l.function, m->module,
+                                                s.kernel.c_str());
+      if (rc != 0) {
+        error = t->kernelsPath + ": kernel '" + s.kernel +
+                "' named by the manifest is missing (cuModuleGetFunction: " +
+                driver->describe(rc) + ")";
+        return false;
+      }
       std::vector<uint64_t> ptrs;
       for (int64_t id : s.buffers)
         ptrs.push_back(m->buffers[id]);
@@ -179,12 +189,13 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
         error = "cannot build the launch table of kernel " + s.kernel;
         return false;
       }
-      out.push_back(p);
+      l.table = p;
+      out.push_back(l);
     }
     return true;
   };
-  if (!tables(artifact.initSchedule(), m->initTables) ||
-      !tables(artifact.prefillSchedule(), m->stepTables))
+  if (!resolve(artifact.initSchedule(), m->initLaunches) ||
+      !resolve(artifact.prefillSchedule(), m->stepLaunches))
     return nullptr;
   CUdeviceptr scalars;
   MSAC_CUDA(driver->cuMemAlloc(&scalars, 3 * 8), "cuMemAlloc(scalars)");
@@ -192,7 +203,7 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
   const int64_t initScalars[3] = {0, 0, options.maxBlocksPerSequence};
   MSAC_CUDA(driver->cuMemcpyHtoD(scalars, initScalars, sizeof(initScalars)),
             "cuMemcpyHtoD(scalars)");
-  if (!m->launch(artifact.initSchedule(), m->initTables, error))
+  if (!m->launch(artifact.initSchedule(), m->initLaunches, error))
     return nullptr;
   return m;
 }
@@ -203,10 +214,9 @@ CudaModel::~CudaModel() {
   for (uint64_t p : buffers)
     if (p)
       driver->cuMemFree(p);
-  for (uint64_t p : initTables)
-    driver->cuMemFree(p);
-  for (uint64_t p : stepTables)
-    driver->cuMemFree(p);
+  for (const std::vector<Launch> *list : {&initLaunches, &stepLaunches})
+    for (const Launch &l : *list)
+      driver->cuMemFree(l.table);
   if (scalars)
     driver->cuMemFree(scalars);
   if (module)
@@ -214,19 +224,14 @@ CudaModel::~CudaModel() {
 }
 
 bool CudaModel::launch(const std::vector<Step> &schedule,
-                       const std::vector<uint64_t> &tables,
+                       const std::vector<Launch> &launches,
                        std::string &error) {
   for (size_t i = 0; i < schedule.size(); ++i) {
     const Step &s = schedule[i];
-    CUfunction fn;
-    CUresult rc = driver->cuModuleGetFunction(&fn, module, s.kernel.c_str());
-    if (rc != 0) {
-      error = "cuModuleGetFunction(" + s.kernel + "): " + driver->describe(rc);
-      return false;
-    }
-    CUdeviceptr table = tables[i], scal = scalars;
+    CUdeviceptr table = launches[i].table, scal = scalars;
     void *params[] = {&table, &scal};
-    rc = driver->cuLaunchKernel(fn, static_cast<unsigned>(grid), 1, 1,
+    CUresult rc = driver->cuLaunchKernel(
+        launches[i].function, static_cast<unsigned>(grid), 1, 1,
                                 static_cast<unsigned>(block), 1, 1, 0,
                                 nullptr, params, nullptr);
     if (rc != 0) {
@@ -266,7 +271,7 @@ const float *CudaModel::step(const StepInput &in, std::string &error) {
     error = "copying the step sizes to the GPU failed";
     return nullptr;
   }
-  if (!launch(art.prefillSchedule(), stepTables, error))
+  if (!launch(art.prefillSchedule(), stepLaunches, error))
     return nullptr;
   logits.resize(n * art.model().vocabSize);
   if (driver->cuMemcpyDtoH(logits.data(), buffers[art.outputs().front()],

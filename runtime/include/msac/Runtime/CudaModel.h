@@ -41,17 +41,22 @@ public:
 
 private:
   CudaModel(const Artifact &artifact, const HostModelOptions &options);
+  /// One launch of a schedule, resolved once at load: the kernel's
+  /// CUfunction and the device array of its buffer pointers.
+  struct Launch {
+    void *function = nullptr;
+    uint64_t table = 0;
+  };
   bool launch(const std::vector<Step> &schedule,
-              const std::vector<uint64_t> &stepTables, std::string &error);
+              const std::vector<Launch> &launches, std::string &error);
 
   const Artifact &art;
   HostModelOptions opts;
   std::unique_ptr<Driver> driver;
   std::string target, device;
   void *module = nullptr;
-  std::vector<void *> functions;          // per distinct kernel name
   std::vector<uint64_t> buffers;          // device pointers, per buffer
-  std::vector<uint64_t> initTables, stepTables; // device arrays of pointers
+  std::vector<Launch> initLaunches, stepLaunches; // per schedule entry
   uint64_t scalars = 0;                   // device int64[3]
   int64_t grid = 0, block = 0;
   uint64_t allocated = 0;
