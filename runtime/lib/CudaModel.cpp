@@ -42,9 +42,9 @@ struct CudaModel::Driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, unsigned, unsigned, void *,
-                             void **, void **);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, void *, void **,
+                             void **);
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
@@ -56,21 +56,21 @@ struct CudaModel::Driver {
     const char *s = nullptr;
     if (cuGetErrorString)
       cuGetErrorString(rc, &s);
-    return (s ? s : "unknown error") + std::string(" (") +
-           std::to_string(rc) + ")";
+    return (s ? s : "unknown error") + std::string(" (") + std::to_string(rc) +
+           ")";
   }
 };
 
 CudaModel::CudaModel(const Artifact &artifact, const HostModelOptions &options)
     : art(artifact), opts(options) {}
 
-#define MSAC_CUDA(call, what)                                                 \
-  do {                                                                        \
-    CUresult rc_ = (call);                                                    \
-    if (rc_ != 0) {                                                           \
-      error = std::string(what) + ": " + driver->describe(rc_);               \
-      return {};                                                              \
-    }                                                                         \
+#define MSAC_CUDA(call, what)                                                  \
+  do {                                                                         \
+    CUresult rc_ = (call);                                                     \
+    if (rc_ != 0) {                                                            \
+      error = std::string(what) + ": " + driver->describe(rc_);                \
+      return {};                                                               \
+    }                                                                          \
   } while (0)
 
 std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
@@ -92,7 +92,8 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       error = std::string("the CUDA driver lacks ") + name;
     return fn != nullptr;
   };
-  if (!sym(driver->cuInit, "cuInit") || !sym(driver->cuDeviceGet, "cuDeviceGet") ||
+  if (!sym(driver->cuInit, "cuInit") ||
+      !sym(driver->cuDeviceGet, "cuDeviceGet") ||
       !sym(driver->cuDeviceGetAttribute, "cuDeviceGetAttribute") ||
       !sym(driver->cuDeviceGetName, "cuDeviceGetName") ||
       !sym(driver->cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") ||
@@ -172,8 +173,8 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
                      std::vector<Launch> &out) -> bool {
     for (const Step &s : schedule) {
       Launch l;
-      CUresult rc = driver->cuModuleGetFunction(&l.function, m->module,
-                                                s.kernel.c_str());
+      CUresult rc =
+          driver->cuModuleGetFunction(&l.function, m->module, s.kernel.c_str());
       if (rc != 0) {
         error = t->kernelsPath + ": kernel '" + s.kernel +
                 "' named by the manifest is missing (cuModuleGetFunction: " +
@@ -232,8 +233,7 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
     void *params[] = {&table, &scal};
     CUresult rc = driver->cuLaunchKernel(
         launches[i].function, static_cast<unsigned>(grid), 1, 1,
-                                static_cast<unsigned>(block), 1, 1, 0,
-                                nullptr, params, nullptr);
+        static_cast<unsigned>(block), 1, 1, 0, nullptr, params, nullptr);
     if (rc != 0) {
       error = "cuLaunchKernel(" + s.kernel + "): " + driver->describe(rc);
       return false;
@@ -241,10 +241,10 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
   }
   CUresult rc = driver->cuCtxSynchronize();
   if (rc != 0) {
-    error = "a kernel failed (" + std::string(schedule.empty() ? "" : "last "
-                                              "launched: " +
-                                              schedule.back().kernel) +
-            "): " + driver->describe(rc);
+    error = "a kernel failed";
+    if (!schedule.empty())
+      error += " (last launched: " + schedule.back().kernel + ")";
+    error += ": " + driver->describe(rc);
     return false;
   }
   return true;

@@ -111,10 +111,10 @@ inline bool writeSmallCheckpoint(
       .write(dir + "/" + fileName,
              [&](size_t index, const SafetensorsWriter::Tensor &t,
                  std::FILE *out) {
-               std::string bytes = contents.count(index) &&
-                                           !contents[index].empty()
-                                       ? contents[index]
-                                       : std::string(t.bytes, '\0');
+               std::string bytes =
+                   contents.count(index) && !contents[index].empty()
+                       ? contents[index]
+                       : std::string(t.bytes, '\0');
                std::fwrite(bytes.data(), 1, bytes.size(), out);
              })
       .empty();

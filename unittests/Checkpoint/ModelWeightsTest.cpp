@@ -16,8 +16,8 @@
 
 using namespace msac::ckpt;
 using msac::test::describe;
-using msac::test::replaceOnce;
 using msac::test::ExtraTensor;
+using msac::test::replaceOnce;
 using msac::test::smallConfig;
 using msac::test::TempDir;
 using msac::test::withoutTensors;
@@ -25,6 +25,16 @@ using msac::test::writeSmallCheckpoint;
 
 namespace {
 
+/// `quantization_config` members for smallConfig's second argument.
+const char *const kModelOptNVFP4 =
+    "\"quantization_config\":{\"quant_method\":\"modelopt\","
+    "\"quant_algo\":\"NVFP4\"},";
+const char *const kModelOptMXFP8 =
+    "\"quantization_config\":{\"quant_method\":\"modelopt\","
+    "\"quant_algo\":\"MXFP8\"},";
+const char *const kCompressedNVFP4 =
+    "\"quantization_config\":{\"quant_method\":\"compressed-tensors\","
+    "\"format\":\"nvfp4-pack-quantized\"},";
 
 struct Loaded {
   std::optional<ModelConfig> config;
@@ -68,7 +78,8 @@ TEST(ModelWeights, FloatCheckpointResolves) {
   auto l = load(dir.path);
   ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_EQ(l->weights->prefix, "language_model.");
-  const ResolvedWeight *q = l->weights->get("model.layers.1.self_attn.q_proj.weight");
+  const ResolvedWeight *q =
+      l->weights->get("model.layers.1.self_attn.q_proj.weight");
   ASSERT_TRUE(q);
   EXPECT_EQ(q->format, WeightFormat::Float);
   EXPECT_EQ(q->shape, (std::vector<int64_t>{64, 32}));
@@ -93,7 +104,8 @@ TEST(ModelWeights, EveryMissingOrMisshapenTensorIsListed) {
   EXPECT_FALSE(l->weights);
   EXPECT_EQ(l->diags.errorCount(), 3u) << describe(l->diags);
   EXPECT_TRUE(l->diags.contains("is missing; the config implies shape [16]"));
-  EXPECT_TRUE(l->diags.contains("has shape [32, 48] but the config implies [32, 64]"));
+  EXPECT_TRUE(
+      l->diags.contains("has shape [32, 48] but the config implies [32, 64]"));
   EXPECT_TRUE(l->diags.contains("has dtype I32"));
 }
 
@@ -123,8 +135,8 @@ TEST(ModelWeights, B47UntiedWithoutLmHead) {
 // B47 (c): tied but a physical lm_head exists: use it, with a warning.
 TEST(ModelWeights, B47TiedWithPhysicalLmHead) {
   TempDir dir;
-  ASSERT_TRUE(writeSmallCheckpoint(dir.path,
-                                   smallConfig("\"tie_word_embeddings\":true,")));
+  ASSERT_TRUE(writeSmallCheckpoint(
+      dir.path, smallConfig("\"tie_word_embeddings\":true,")));
   auto l = load(dir.path);
   ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_FALSE(l->weights->lmHeadTied);
@@ -153,10 +165,7 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
 
   TempDir a;
   ASSERT_TRUE(writeSmallCheckpoint(
-      a.path,
-      smallConfig("", "\"quantization_config\":{\"quant_method\":\"modelopt\","
-                      "\"quant_algo\":\"NVFP4\"},"),
-      dropModule(kModule),
+      a.path, smallConfig("", kModelOptNVFP4), dropModule(kModule),
       {{kFull + ".weight", DType::U8, {64, 16}, ""},
        {kFull + ".weight_scale", DType::F8_E4M3, {64, 2}, ""},
        {kFull + ".weight_scale_2", DType::F32, {}, mo},
@@ -171,11 +180,7 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
 
   TempDir b;
   ASSERT_TRUE(writeSmallCheckpoint(
-      b.path,
-      smallConfig("", "\"quantization_config\":{\"quant_method\":"
-                      "\"compressed-tensors\",\"format\":"
-                      "\"nvfp4-pack-quantized\"},"),
-      dropModule(kModule),
+      b.path, smallConfig("", kCompressedNVFP4), dropModule(kModule),
       {{kFull + ".weight_packed", DType::U8, {64, 16}, ""},
        {kFull + ".weight_scale", DType::F8_E4M3, {64, 2}, ""},
        {kFull + ".weight_global_scale", DType::F32, {1}, ctb}}));
@@ -189,16 +194,14 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
   // compressed-tensors tensors under a ModelOpt config: refused.
   TempDir c;
   ASSERT_TRUE(writeSmallCheckpoint(
-      c.path,
-      smallConfig("", "\"quantization_config\":{\"quant_method\":\"modelopt\","
-                      "\"quant_algo\":\"NVFP4\"},"),
-      dropModule(kModule),
+      c.path, smallConfig("", kModelOptNVFP4), dropModule(kModule),
       {{kFull + ".weight_packed", DType::U8, {64, 16}, ""},
        {kFull + ".weight_scale", DType::F8_E4M3, {64, 2}, ""},
        {kFull + ".weight_global_scale", DType::F32, {1}, ctb}}));
   auto lc = load(c.path);
   EXPECT_FALSE(lc->weights);
-  EXPECT_TRUE(lc->diags.contains("needs quantization method compressed-tensors"))
+  EXPECT_TRUE(
+      lc->diags.contains("needs quantization method compressed-tensors"))
       << describe(lc->diags);
 
   // Quantized tensors but no quantization config at all: refused.
@@ -215,9 +218,6 @@ TEST(ModelWeights, B20GlobalScaleConventionFollowsTheMethod) {
 // B22: E8M0 scales stored with the E8M0 dtype or as U8 arrive bit-exact;
 // byte 0xFF (NaN) is rejected at load.
 TEST(ModelWeights, B22E8M0ScalesAreBytes) {
-  const std::string modelopt =
-      "\"quantization_config\":{\"quant_method\":\"modelopt\","
-      "\"quant_algo\":\"MXFP8\"},";
   // q_proj is [64, 32]: one E8M0 scale per row (32 / 32).
   std::string scales;
   const uint8_t pattern[] = {0, 1, 120, 125, 127, 130, 140, 254};
@@ -226,7 +226,7 @@ TEST(ModelWeights, B22E8M0ScalesAreBytes) {
   for (DType scaleType : {DType::F8_E8M0, DType::U8}) {
     TempDir dir;
     ASSERT_TRUE(writeSmallCheckpoint(
-        dir.path, smallConfig("", modelopt), dropModule(kModule),
+        dir.path, smallConfig("", kModelOptMXFP8), dropModule(kModule),
         {{kFull + ".weight", DType::F8_E4M3, {64, 32}, ""},
          {kFull + ".weight_scale", scaleType, {64, 1}, scales}}));
     auto l = load(dir.path);
@@ -235,15 +235,15 @@ TEST(ModelWeights, B22E8M0ScalesAreBytes) {
     EXPECT_EQ(w->format, WeightFormat::MXFP8);
     const Checkpoint::Entry *e = l->checkpoint->find(w->scale);
     ASSERT_TRUE(e);
-    EXPECT_EQ(std::string(reinterpret_cast<const char *>(e->file->data(*e->info)),
-                          64),
+    EXPECT_EQ(std::string(
+                  reinterpret_cast<const char *>(e->file->data(*e->info)), 64),
               scales);
   }
   std::string bad = scales;
   bad[5] = static_cast<char>(0xFF);
   TempDir dir;
   ASSERT_TRUE(writeSmallCheckpoint(
-      dir.path, smallConfig("", modelopt), dropModule(kModule),
+      dir.path, smallConfig("", kModelOptMXFP8), dropModule(kModule),
       {{kFull + ".weight", DType::F8_E4M3, {64, 32}, ""},
        {kFull + ".weight_scale", DType::U8, {64, 1}, bad}}));
   auto l = load(dir.path);
@@ -262,19 +262,18 @@ TEST(ModelWeights, BlockFP8AndScaleShapes) {
        {kFull + ".weight_scale_inv", DType::F32, {1, 1}, ""}}));
   auto l = load(dir.path);
   ASSERT_TRUE(l->weights) << describe(l->diags);
-  EXPECT_EQ(l->weights->get(kModule + ".weight")->format, WeightFormat::FP8Block);
+  EXPECT_EQ(l->weights->get(kModule + ".weight")->format,
+            WeightFormat::FP8Block);
 
   TempDir bad;
   ASSERT_TRUE(writeSmallCheckpoint(
-      bad.path,
-      smallConfig("", "\"quantization_config\":{\"quant_method\":\"modelopt\","
-                      "\"quant_algo\":\"NVFP4\"},"),
-      dropModule(kModule),
+      bad.path, smallConfig("", kModelOptNVFP4), dropModule(kModule),
       {{kFull + ".weight", DType::U8, {64, 16}, ""},
        {kFull + ".weight_scale", DType::F8_E4M3, {64, 4}, ""}}));
   auto lb = load(bad.path);
   EXPECT_FALSE(lb->weights);
-  EXPECT_TRUE(lb->diags.contains("NVFP4 block scale has shape [64, 4] but the config implies [64, 2]"))
+  EXPECT_TRUE(lb->diags.contains(
+      "NVFP4 block scale has shape [64, 4] but the config implies [64, 2]"))
       << describe(lb->diags);
 }
 
@@ -287,7 +286,10 @@ TEST(ModelWeights, ExpertsMustShareOneFormat) {
                       "\"quant_algo\":\"MIXED_PRECISION\"},"),
       dropModule(e0),
       {{"language_model." + e0 + ".weight", DType::U8, {32, 16}, ""},
-       {"language_model." + e0 + ".weight_scale", DType::F8_E4M3, {32, 2}, ""}}));
+       {"language_model." + e0 + ".weight_scale",
+        DType::F8_E4M3,
+        {32, 2},
+        ""}}));
   auto l = load(dir.path);
   EXPECT_FALSE(l->weights);
   EXPECT_TRUE(l->diags.contains("the experts of a layer must share one format"))
@@ -300,7 +302,9 @@ TEST(ModelWeights, UnusedAndVisionTensors) {
       dir.path, smallConfig(), nullptr,
       {{"vision_tower.patch_embed.weight", DType::BF16, {4, 4}, ""},
        {"language_model.model.layers.0.self_attn.rotary_emb.inv_freq",
-        DType::F32, {4}, ""}}));
+        DType::F32,
+        {4},
+        ""}}));
   auto l = load(dir.path);
   ASSERT_TRUE(l->weights) << describe(l->diags);
   EXPECT_TRUE(l->diags.contains("ignored 1 vision-tower tensors"));
@@ -323,13 +327,10 @@ TEST(ModelWeights, NoEmbeddingAtAll) {
 
 namespace {
 TEST(ModelWeights, BugHuntDTypeChecks) {
-  const std::string modelopt =
-      "\"quantization_config\":{\"quant_method\":\"modelopt\","
-      "\"quant_algo\":\"MXFP8\"},";
   // An MX payload must be FP8 (or E2M1 pairs): I32 is refused, not a crash.
   TempDir a;
   ASSERT_TRUE(writeSmallCheckpoint(
-      a.path, smallConfig("", modelopt), dropModule(kModule),
+      a.path, smallConfig("", kModelOptMXFP8), dropModule(kModule),
       {{kFull + ".weight", DType::I32, {64, 32}, ""},
        {kFull + ".weight_scale", DType::U8, {64, 1}, ""}}));
   auto la = load(a.path);
@@ -339,11 +340,7 @@ TEST(ModelWeights, BugHuntDTypeChecks) {
   // compressed-tensors scales must be E4M3.
   TempDir b;
   ASSERT_TRUE(writeSmallCheckpoint(
-      b.path,
-      smallConfig("", "\"quantization_config\":{\"quant_method\":"
-                      "\"compressed-tensors\",\"format\":"
-                      "\"nvfp4-pack-quantized\"},"),
-      dropModule(kModule),
+      b.path, smallConfig("", kCompressedNVFP4), dropModule(kModule),
       {{kFull + ".weight_packed", DType::U8, {64, 16}, ""},
        {kFull + ".weight_scale", DType::I64, {64, 2}, ""},
        {kFull + ".weight_global_scale", DType::F32, {1}, ""}}));

@@ -47,8 +47,8 @@ void Diagnostics::warning(std::string file, std::string subject,
 
 void Diagnostics::note(std::string file, std::string subject,
                        std::string message) {
-  list.push_back(
-      {Severity::Note, std::move(file), clip(std::move(subject)), clip(std::move(message))});
+  list.push_back({Severity::Note, std::move(file), clip(std::move(subject)),
+                  clip(std::move(message))});
 }
 
 bool Diagnostics::contains(const std::string &text) const {

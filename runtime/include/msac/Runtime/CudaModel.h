@@ -55,9 +55,9 @@ private:
   std::unique_ptr<Driver> driver;
   std::string target, device;
   void *module = nullptr;
-  std::vector<uint64_t> buffers;          // device pointers, per buffer
+  std::vector<uint64_t> buffers;                  // device pointers, per buffer
   std::vector<Launch> initLaunches, stepLaunches; // per schedule entry
-  uint64_t scalars = 0;                   // device int64[3]
+  uint64_t scalars = 0;                           // device int64[3]
   int64_t grid = 0, block = 0;
   uint64_t allocated = 0;
   std::vector<float> logits;

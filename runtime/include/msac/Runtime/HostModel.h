@@ -23,10 +23,10 @@
 namespace msac::runtime {
 
 struct HostModelOptions {
-  int64_t maxTokens = 2048;        ///< tokens per step (T)
-  int64_t maxSequences = 8;        ///< rows of the block table (S)
+  int64_t maxTokens = 2048;          ///< tokens per step (T)
+  int64_t maxSequences = 8;          ///< rows of the block table (S)
   int64_t maxBlocksPerSequence = 64; ///< columns of the block table (MB)
-  int64_t numPages = 256;          ///< pages per cache
+  int64_t numPages = 256;            ///< pages per cache
 };
 
 /// One step's inputs, token-major.
@@ -42,12 +42,18 @@ struct StepInput {
   /// Null for any other index.
   const std::vector<int32_t> *argument(int64_t index) const {
     switch (index) {
-    case 0: return &tokenIds;
-    case 1: return &seqIds;
-    case 2: return &positions;
-    case 3: return &logitsIndices;
-    case 4: return &blockTable;
-    default: return nullptr;
+    case 0:
+      return &tokenIds;
+    case 1:
+      return &seqIds;
+    case 2:
+      return &positions;
+    case 3:
+      return &logitsIndices;
+    case 4:
+      return &blockTable;
+    default:
+      return nullptr;
     }
   }
 };
