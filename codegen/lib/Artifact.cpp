@@ -50,12 +50,14 @@ std::string msac::writeArtifact(const std::string &dir,
                                 const std::vector<ArtifactTarget> &targets,
                                 const ckpt::ModelConfig &config,
                                 const ckpt::Checkpoint &checkpoint,
-                                const std::string &modelDir) {
+                                const std::string &modelDir,
+                                bool stripWeights) {
   constexpr uint64_t kAlign = 4096;
   // weights.bin: every weight buffer, aligned.
   std::string weightsPath = (llvm::Twine(dir) + "/weights.bin").str();
   std::error_code ec;
-  llvm::raw_fd_ostream weights(weightsPath, ec, llvm::sys::fs::OF_None);
+  llvm::raw_fd_ostream weights(stripWeights ? "/dev/null" : weightsPath, ec,
+                               llvm::sys::fs::OF_None);
   if (ec)
     return "cannot write " + weightsPath + ": " + ec.message();
   uint64_t offset = 0;
@@ -86,9 +88,10 @@ std::string msac::writeArtifact(const std::string &dir,
         const ckpt::Checkpoint::Entry *entry = checkpoint.find(name);
         if (!entry)
           return "weight '" + name + "' is not in the checkpoint";
-        const uint8_t *data = entry->file->data(*entry->info);
-        weights.write(reinterpret_cast<const char *>(data),
-                      entry->info->numBytes());
+        if (!stripWeights)
+          weights.write(
+              reinterpret_cast<const char *>(entry->file->data(*entry->info)),
+              entry->info->numBytes());
         bytes += entry->info->numBytes();
       }
       o["bytes"] = static_cast<int64_t>(bytes);
@@ -121,26 +124,27 @@ std::string msac::writeArtifact(const std::string &dir,
   json::Array layers;
   for (const ckpt::LayerSpec &layer : config.layers)
     layers.push_back(json::Object{
-        {"attention", layer.attention == ckpt::AttentionKind::Sparse ? "sparse"
-                                                                      : "dense"},
+        {"attention",
+         layer.attention == ckpt::AttentionKind::Sparse ? "sparse" : "dense"},
         {"mlp", layer.mlp == ckpt::MlpKind::MoE ? "moe" : "dense"}});
   json::Array eos;
   for (int64_t id : config.eosTokenIds)
     eos.push_back(id);
-  json::Object model{
-      {"model_type", config.modelType},
-      {"hidden_size", config.hiddenSize},
-      {"num_layers", config.numLayers},
-      {"num_attention_heads", config.numHeads},
-      {"num_key_value_heads", config.numKVHeads},
-      {"head_dim", config.headDim},
-      {"vocab_size", config.vocabSize},
-      {"max_position_embeddings", config.maxPositionEmbeddings},
-      {"page_size", config.sparse.blockSize > 0 ? config.sparse.blockSize : 128},
-      {"index_dim", config.sparse.indexDim},
-      {"topk_blocks", config.sparse.topkBlocks},
-      {"layers", std::move(layers)},
-      {"eos_token_ids", std::move(eos)}};
+  json::Object model{{"model_type", config.modelType},
+                     {"hidden_size", config.hiddenSize},
+                     {"num_layers", config.numLayers},
+                     {"num_attention_heads", config.numHeads},
+                     {"num_key_value_heads", config.numKVHeads},
+                     {"head_dim", config.headDim},
+                     {"vocab_size", config.vocabSize},
+                     {"max_position_embeddings", config.maxPositionEmbeddings},
+                     {"page_size", config.sparse.blockSize > 0
+                                       ? config.sparse.blockSize
+                                       : 128},
+                     {"index_dim", config.sparse.indexDim},
+                     {"topk_blocks", config.sparse.topkBlocks},
+                     {"layers", std::move(layers)},
+                     {"eos_token_ids", std::move(eos)}};
   if (config.bosTokenId)
     model["bos_token_id"] = *config.bosTokenId;
 
@@ -149,7 +153,8 @@ std::string msac::writeArtifact(const std::string &dir,
       {"format_version", kArtifactFormatVersion},
       {"producer", "msac " MSAC_VERSION},
       {"model", std::move(model)},
-      {"targets", [&] {
+      {"targets",
+       [&] {
          json::Array list;
          for (const ArtifactTarget &t : targets) {
            json::Object o{{"name", t.name},
@@ -173,7 +178,8 @@ std::string msac::writeArtifact(const std::string &dir,
       {"outputs", std::move(outputs)},
       {"weights", json::Object{{"file", "weights.bin"},
                                {"bytes", static_cast<int64_t>(offset)},
-                               {"alignment", static_cast<int64_t>(kAlign)}}}};
+                               {"alignment", static_cast<int64_t>(kAlign)},
+                               {"stripped", stripWeights}}}};
   std::string manifestPath = (llvm::Twine(dir) + "/manifest.json").str();
   llvm::raw_fd_ostream out(manifestPath, ec, llvm::sys::fs::OF_None);
   if (ec)

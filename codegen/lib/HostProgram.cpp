@@ -10,12 +10,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Codegen/HostProgram.h"
+#include "GpuKernels.h"
+#include "KernelBuilder.h"
 #include "msac/Dialect/BSQ/IR/BSQOps.h"
 #include "msac/Dialect/MSA/IR/MSAOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -30,201 +34,9 @@
 
 using namespace mlir;
 using namespace msac;
+using namespace msac::kernels;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// Kernel body builder
-//===----------------------------------------------------------------------===//
-
-/// Emits loops and memory accesses inside one kernel function
-/// `(ptr buffers, ptr scalars)`.
-class KB {
-public:
-  KB(OpBuilder &b, Location loc, Value buffers, Value scalars)
-      : b(b), loc(loc), bufs(buffers), scal(scalars) {
-    MLIRContext *ctx = b.getContext();
-    f32 = b.getF32Type();
-    i32 = b.getI32Type();
-    i16 = b.getI16Type();
-    i64 = b.getI64Type();
-    ptrT = LLVM::LLVMPointerType::get(ctx);
-  }
-
-  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value cf(double v) {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  }
-  Value toI64(Value index) {
-    return arith::IndexCastOp::create(b, loc, i64, index);
-  }
-  Value gep(Value base, Value index, Type elem) {
-    return LLVM::GEPOp::create(b, loc, ptrT, elem, base,
-                               ValueRange{toI64(index)});
-  }
-  /// Buffer `i` of the launch.
-  Value ptr(int i) {
-    Value slot = gep(bufs, c(i), ptrT);
-    return LLVM::LoadOp::create(b, loc, ptrT, slot);
-  }
-  /// Scalar `i` (0 = T, 1 = N, 2 = MB) as an index.
-  Value scalar(int i) {
-    Value v = LLVM::LoadOp::create(b, loc, i64, gep(scal, c(i), i64));
-    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
-  }
-
-  Value loadF(Value base, Value index, Type storage) {
-    if (storage.isF32())
-      return LLVM::LoadOp::create(b, loc, f32, gep(base, index, f32));
-    assert(storage.isBF16() && "host kernels store bf16 or f32");
-    Value h = LLVM::LoadOp::create(b, loc, i16, gep(base, index, i16));
-    Value w = arith::ExtUIOp::create(b, loc, i32, h);
-    Value shifted = arith::ShLIOp::create(
-        b, loc, w, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
-    return arith::BitcastOp::create(b, loc, f32, shifted);
-  }
-  /// Stores an FP32 value; BF16 rounds to nearest even (NaN stays NaN).
-  void storeF(Value base, Value index, Value value, Type storage) {
-    if (storage.isF32()) {
-      LLVM::StoreOp::create(b, loc, value, gep(base, index, f32));
-      return;
-    }
-    auto ci = [&](int64_t v) {
-      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-    };
-    Value bits = arith::BitcastOp::create(b, loc, i32, value);
-    Value lsb = arith::AndIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, bits, ci(16)), ci(1));
-    Value rounded = arith::AddIOp::create(
-        b, loc, bits, arith::AddIOp::create(b, loc, lsb, ci(0x7FFF)));
-    Value high = arith::ShRUIOp::create(b, loc, rounded, ci(16));
-    Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO,
-                                        value, value);
-    Value result = arith::SelectOp::create(b, loc, isNan, ci(0x7FC0), high);
-    Value h = arith::TruncIOp::create(b, loc, i16, result);
-    LLVM::StoreOp::create(b, loc, h, gep(base, index, i16));
-  }
-  Value loadIndex(Value base, Value index) {
-    Value v = LLVM::LoadOp::create(b, loc, i32, gep(base, index, i32));
-    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
-  }
-  void storeIndex(Value base, Value index, Value value) {
-    Value v = arith::IndexCastOp::create(b, loc, i32, value);
-    LLVM::StoreOp::create(b, loc, v, gep(base, index, i32));
-  }
-  /// Rounds an FP32 value to `storage` (through the one-float slot `tmp`),
-  /// as storing and reloading would.
-  Value roundTo(Value value, Type storage, Value tmp) {
-    if (storage.isF32())
-      return value;
-    storeF(tmp, c(0), value, storage);
-    return loadF(tmp, c(0), storage);
-  }
-  /// A stack array of `n` floats, allocated at the kernel's entry.
-  Value scratch(int64_t n) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(entry);
-    Value count = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n));
-    return LLVM::AllocaOp::create(b, loc, ptrT, f32, count);
-  }
-
-  void loop(Value lb, Value ub, const std::function<void(Value)> &body) {
-    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(forOp.getBody()->getTerminator());
-    body(forOp.getInductionVar());
-  }
-  /// `acc = init; for iv in [lb, ub): acc = body(iv, acc)`.
-  Value reduce(Value lb, Value ub, Value init,
-               const std::function<Value(Value, Value)> &body) {
-    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1), ValueRange{init});
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(forOp.getBody());
-    Value next = body(forOp.getInductionVar(), forOp.getRegionIterArgs()[0]);
-    scf::YieldOp::create(b, loc, next);
-    return forOp.getResult(0);
-  }
-  /// Several loop-carried values.
-  SmallVector<Value>
-  reduceN(Value lb, Value ub, ValueRange init,
-          const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
-    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1), init);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(forOp.getBody());
-    SmallVector<Value> next =
-        body(forOp.getInductionVar(), forOp.getRegionIterArgs());
-    scf::YieldOp::create(b, loc, next);
-    return SmallVector<Value>(forOp.getResults());
-  }
-  void ifThen(Value cond, const std::function<void()> &then) {
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-    then();
-  }
-  Value select(Value cond, Value a, Value bb) {
-    return arith::SelectOp::create(b, loc, cond, a, bb);
-  }
-
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
-  Value maxf(Value x, Value y) {
-    return arith::MaximumFOp::create(b, loc, x, y);
-  }
-  Value minf(Value x, Value y) {
-    return arith::MinimumFOp::create(b, loc, x, y);
-  }
-  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
-  Value iadd(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value imul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value idiv(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
-  Value irem(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
-  Value icmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value fcmp(arith::CmpFPredicate p, Value x, Value y) {
-    return arith::CmpFOp::create(b, loc, p, x, y);
-  }
-  Value sigmoid(Value x) {
-    return div(cf(1.0), add(cf(1.0), exp(sub(cf(0.0), x))));
-  }
-  /// sum_{k < n} a[aOff + k] * w[wOff + k], FP32.
-  Value dot(Value a, Value aOff, Type aType, Value w, Value wOff, Type wType,
-            int64_t n) {
-    return reduce(c(0), c(n), cf(0.0), [&](Value k, Value acc) {
-      Value x = loadF(a, iadd(aOff, k), aType);
-      Value y = loadF(w, iadd(wOff, k), wType);
-      return add(acc, mul(x, y));
-    });
-  }
-
-  OpBuilder &b;
-  Location loc;
-  Value bufs, scal;
-  Block *entry = nullptr;
-  Type f32, i32, i16, i64, ptrT;
-};
-
-/// Element type of the buffer that holds `v`: a block-scaled value is
-/// dequantized to an FP32 buffer once, when the model is loaded.
-Type elementOf(Value v) {
-  Type element = cast<ShapedType>(v.getType()).getElementType();
-  if (isa<bsq::QuantizedTypeInterface>(element))
-    return Float32Type::get(v.getContext());
-  return element;
-}
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-/// Product of the static dims after the first.
-int64_t innerElements(Value v) {
-  int64_t n = 1;
-  for (int64_t d : shapeOf(v).drop_front())
-    n *= d;
-  return n;
-}
 
 //===----------------------------------------------------------------------===//
 // Kernel bodies, one per op kind. `T`, `N`, `MB` are the step's scalars.
@@ -323,19 +135,6 @@ void ropeKernel(KB &k, msa::RoPEOp op) {
   });
 }
 
-/// Offset of (page, head, slot, 0) in a paged cache.
-Value cacheOffset(KB &k, Value page, Value head, Value slot,
-                  msa::PagedCacheType type) {
-  Value ph = k.iadd(k.imul(page, k.c(type.getHeads())), head);
-  Value phs = k.iadd(k.imul(ph, k.c(type.getPageSize())), slot);
-  return k.imul(phs, k.c(type.getHeadDim()));
-}
-
-/// Physical page of logical block `block` of sequence `seq`.
-Value pageOf(KB &k, Value table, Value seq, Value block) {
-  return k.loadIndex(table, k.iadd(k.imul(seq, k.scalar(2)), block));
-}
-
 void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
   // buffers: cache (updated in place), table, seq_ids, positions, values
   Value cache = k.ptr(0), table = k.ptr(1), seqs = k.ptr(2), pos = k.ptr(3),
@@ -360,7 +159,8 @@ void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
 }
 
 void indexScoreKernel(KB &k, msa::IndexScoreOp op) {
-  // buffers: queries [T, G, dI], cache, table, seq_ids, positions, out [G, T, MB]
+  // buffers: queries [T, G, dI], cache, table, seq_ids, positions, out [G, T,
+  // MB]
   Value q = k.ptr(0), cache = k.ptr(1), table = k.ptr(2), seqs = k.ptr(3),
         pos = k.ptr(4), out = k.ptr(5);
   msa::PagedCacheType type = op.getIndexCache().getType();
@@ -418,20 +218,21 @@ void blockTopKKernel(KB &k, msa::BlockTopKOp op) {
         for (int64_t i = 0; i < init; ++i)
           k.storeIndex(out, k.iadd(orow, k.c(i)), k.c(i));
         for (int64_t i = 0; i < local; ++i)
-          k.storeIndex(out, k.iadd(orow, k.c(kk - local + i)),
-                       k.iadd(k.idiv(k.iadd(L, k.c(0)), k.c(1)),
-                              k.c(i - local + 1)));
+          k.storeIndex(
+              out, k.iadd(orow, k.c(kk - local + i)),
+              k.iadd(k.idiv(k.iadd(L, k.c(0)), k.c(1)), k.c(i - local + 1)));
         // The rest: repeated arg-max over blocks init .. L-local, skipping
         // blocks already taken; strict > keeps the lower id on ties and
         // never prefers a NaN.
-        Value first = k.c(init), last = k.iadd(k.idiv(L, k.c(1)), k.c(1 - local));
+        Value first = k.c(init),
+              last = k.iadd(k.idiv(L, k.c(1)), k.c(1 - local));
         for (int64_t slot = init; slot < kk - local; ++slot) {
           SmallVector<Value> best = k.reduceN(
               first, last, {k.c(-1), k.cf(-INFINITY)},
               [&](Value blk, ValueRange acc) -> SmallVector<Value> {
                 // taken = blk appears in slots init .. slot-1
-                Value taken = arith::ConstantOp::create(
-                    k.b, k.loc, k.b.getBoolAttr(false));
+                Value taken = arith::ConstantOp::create(k.b, k.loc,
+                                                        k.b.getBoolAttr(false));
                 for (int64_t prev = init; prev < slot; ++prev) {
                   Value id = k.loadIndex(out, k.iadd(orow, k.c(prev)));
                   taken = arith::OrIOp::create(
@@ -449,8 +250,8 @@ void blockTopKKernel(KB &k, msa::BlockTopKOp op) {
                         k.b, k.loc, taken,
                         arith::ConstantOp::create(k.b, k.loc,
                                                   k.b.getBoolAttr(true))));
-                Value sKey = k.select(
-                    k.fcmp(arith::CmpFPredicate::UNO, s, s), k.cf(-INFINITY), s);
+                Value sKey = k.select(k.fcmp(arith::CmpFPredicate::UNO, s, s),
+                                      k.cf(-INFINITY), s);
                 return {k.select(take, blk, acc[0]),
                         k.select(take, sKey, acc[1])};
               });
@@ -481,7 +282,8 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
     k.loop(k.c(0), k.c(hq), [&](Value h) {
       Value g = k.idiv(h, k.c(group));
       Value qOff = k.imul(k.iadd(k.imul(t, k.c(hq)), h), k.c(d));
-      k.loop(k.c(0), k.c(d), [&](Value i) { k.storeF(acc, i, k.cf(0), k.f32); });
+      k.loop(k.c(0), k.c(d),
+             [&](Value i) { k.storeF(acc, i, k.cf(0), k.f32); });
       SmallVector<Value> state = k.reduceN(
           k.c(0), numSlots(t, g, p), {k.cf(-INFINITY), k.cf(0)},
           [&](Value s, ValueRange st) -> SmallVector<Value> {
@@ -504,8 +306,8 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
                   k.c(0), count, {st[0], st[1]},
                   [&](Value jj, ValueRange ml) -> SmallVector<Value> {
                     Value kOff = cacheOffset(k, phys, g, jj, type);
-                    Value z = k.mul(k.dot(q, qOff, qe, kc, kOff, ce, d),
-                                    k.cf(scale));
+                    Value z =
+                        k.mul(k.dot(q, qOff, qe, kc, kOff, ce, d), k.cf(scale));
                     Value m = k.maxf(ml[0], z);
                     Value alpha = k.exp(k.sub(ml[0], m));
                     Value w = k.exp(k.sub(z, m));
@@ -527,8 +329,9 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
             return {ifOp.getResult(0), ifOp.getResult(1)};
           });
       // No visible key: output 0.
-      Value denom = k.select(k.fcmp(arith::CmpFPredicate::OGT, state[1], k.cf(0)),
-                             state[1], k.cf(1));
+      Value denom =
+          k.select(k.fcmp(arith::CmpFPredicate::OGT, state[1], k.cf(0)),
+                   state[1], k.cf(1));
       Value oOff = k.imul(k.iadd(k.imul(t, k.c(hq)), h), k.c(d));
       k.loop(k.c(0), k.c(d), [&](Value i) {
         k.storeF(out, k.iadd(oOff, i), k.div(k.loadF(acc, i, k.f32), denom),
@@ -559,7 +362,9 @@ void denseAttentionKernel(KB &k, msa::DenseAttentionOp op) {
   attentionBody(
       k, op, k.ptr(0), k.ptr(1), k.ptr(2), k.ptr(3), k.ptr(4), k.ptr(5),
       k.ptr(6), op.getKeyCache().getType(), op.getScale().convertToFloat(),
-      [&](Value, Value, Value p) { return k.iadd(k.idiv(p, k.c(page)), k.c(1)); },
+      [&](Value, Value, Value p) {
+        return k.iadd(k.idiv(p, k.c(page)), k.c(1));
+      },
       [&](Value, Value, Value s) { return s; });
 }
 
@@ -573,8 +378,8 @@ void swigluKernel(KB &k, msa::SwiGLUOp op) {
   k.loop(k.c(0), n, [&](Value i) {
     Value g = k.minf(k.loadF(gate, i, e), k.cf(limit));
     Value u = k.maxf(k.minf(k.loadF(up, i, e), k.cf(limit)), k.cf(-limit));
-    Value act = k.mul(k.mul(k.add(u, k.cf(1)), g),
-                      k.sigmoid(k.mul(k.cf(alpha), g)));
+    Value act =
+        k.mul(k.mul(k.add(u, k.cf(1)), g), k.sigmoid(k.mul(k.cf(alpha), g)));
     k.storeF(out, i, act, e);
   });
 }
@@ -602,8 +407,8 @@ void moeRouterKernel(KB &k, msa::MoERouterOp op) {
   Value score = k.scratch(e), biased = k.scratch(e);
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     k.loop(k.c(0), k.c(e), [&](Value x) {
-      Value logit = k.dot(in, k.imul(t, k.c(h)), ie, gate, k.imul(x, k.c(h)),
-                          ge, h);
+      Value logit =
+          k.dot(in, k.imul(t, k.c(h)), ie, gate, k.imul(x, k.c(h)), ge, h);
       Value s = k.sigmoid(logit);
       k.storeF(score, x, s, k.f32);
       k.storeF(biased, x, hasBias ? k.add(s, k.loadF(bias, x, k.f32)) : s,
@@ -694,7 +499,6 @@ void logitsKernel(KB &k, msa::LogitsOp op) {
   });
 }
 
-
 /// Decodes an FP4 E2M1 code (low 4 bits of `code`, an i32) to FP32.
 Value decodeE2M1(KB &k, Value code) {
   auto ci = [&](int64_t v) {
@@ -704,9 +508,11 @@ Value decodeE2M1(KB &k, Value code) {
   static const double values[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   Value v = k.cf(0);
   for (int i = 1; i < 8; ++i)
-    v = k.select(k.icmp(arith::CmpIPredicate::eq, m, ci(i)), k.cf(values[i]), v);
-  Value negative = k.icmp(arith::CmpIPredicate::ne,
-                          arith::AndIOp::create(k.b, k.loc, code, ci(8)), ci(0));
+    v = k.select(k.icmp(arith::CmpIPredicate::eq, m, ci(i)), k.cf(values[i]),
+                 v);
+  Value negative =
+      k.icmp(arith::CmpIPredicate::ne,
+             arith::AndIOp::create(k.b, k.loc, code, ci(8)), ci(0));
   return k.select(negative, k.sub(k.cf(0), v), v);
 }
 
@@ -719,14 +525,16 @@ Value decodeByteFloat(KB &k, Value byte, Type type) {
   auto shl = [&](Value x, int64_t n) {
     return arith::ShLIOp::create(k.b, k.loc, x, ci(n));
   };
-  auto bits = [&](Value i) { return arith::BitcastOp::create(k.b, k.loc, k.f32, i); };
+  auto bits = [&](Value i) {
+    return arith::BitcastOp::create(k.b, k.loc, k.f32, i);
+  };
   if (isa<Float8E8M0FNUType>(type) || type.isUnsignedInteger(8) ||
       type.isSignlessInteger(8)) {
     Value normal = bits(shl(byte, 23));
     Value v = k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(0)),
                        bits(ci(0x00400000)), normal);
-    return k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(255)),
-                    k.cf(NAN), v);
+    return k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(255)), k.cf(NAN),
+                    v);
   }
   const bool e5m2 = isa<Float8E5M2Type>(type);
   const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
@@ -745,13 +553,13 @@ Value decodeByteFloat(KB &k, Value byte, Type type) {
                     k.cf(std::ldexp(1.0, 1 - bias - mant)));
   sub = k.select(k.icmp(arith::CmpIPredicate::ne, sign, ci(0)),
                  k.sub(k.cf(0), sub), sub);
-  Value v = k.select(k.icmp(arith::CmpIPredicate::eq, exponent, ci(0)), sub,
-                     normal);
-  Value isNan = e5m2 ? k.icmp(arith::CmpIPredicate::eq, exponent, ci(31))
-                     : arith::AndIOp::create(
-                           k.b, k.loc,
-                           k.icmp(arith::CmpIPredicate::eq, exponent, ci(15)),
-                           k.icmp(arith::CmpIPredicate::eq, m, ci(7)));
+  Value v =
+      k.select(k.icmp(arith::CmpIPredicate::eq, exponent, ci(0)), sub, normal);
+  Value isNan =
+      e5m2 ? k.icmp(arith::CmpIPredicate::eq, exponent, ci(31))
+           : arith::AndIOp::create(
+                 k.b, k.loc, k.icmp(arith::CmpIPredicate::eq, exponent, ci(15)),
+                 k.icmp(arith::CmpIPredicate::eq, m, ci(7)));
   return k.select(isNan, k.cf(NAN), v);
 }
 
@@ -782,9 +590,9 @@ void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
       Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
       Value code = k.select(
           odd,
-          arith::ShRUIOp::create(k.b, k.loc, byte,
-                                 arith::ConstantOp::create(
-                                     k.b, k.loc, k.b.getI32IntegerAttr(4))),
+          arith::ShRUIOp::create(
+              k.b, k.loc, byte,
+              arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(4))),
           byte);
       value = decodeE2M1(k, code);
     } else {
@@ -808,17 +616,17 @@ void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
     }
     Value scale = scaleType.isF32()
                       ? k.loadF(scales, scaleIndex, k.f32)
-                      : decodeByteFloat(k, loadByte(scales, scaleIndex),
-                                        isa<bsq::NVFP4Type>(q)
-                                            ? Type(Float8E4M3FNType::get(
-                                                  k.b.getContext()))
-                                            : scaleType);
+                      : decodeByteFloat(
+                            k, loadByte(scales, scaleIndex),
+                            isa<bsq::NVFP4Type>(q)
+                                ? Type(Float8E4M3FNType::get(k.b.getContext()))
+                                : scaleType);
     Value v = k.mul(value, scale);
     if (hasGlobal) {
       // One global scale per matrix of a stack (or one for the tensor).
-      Value g = k.loadF(global,
-                        shape.size() > 2 ? k.idiv(i, k.c(rows2 * cols)) : k.c(0),
-                        k.f32);
+      Value g = k.loadF(
+          global, shape.size() > 2 ? k.idiv(i, k.c(rows2 * cols)) : k.c(0),
+          k.f32);
       if (invertGlobal)
         g = k.div(k.cf(1.0), g);
       v = k.mul(v, g);
@@ -840,7 +648,8 @@ std::string dtypeName(Type t) {
 
 class ProgramBuilder {
 public:
-  explicit ProgramBuilder(ModuleOp module) : module(module) {}
+  ProgramBuilder(ModuleOp module, const std::vector<std::string> &generic)
+      : module(module), genericGpuOps(generic) {}
   FailureOr<HostProgram> run();
 
 private:
@@ -851,6 +660,22 @@ private:
     return static_cast<int64_t>(program.buffers.size()) - 1;
   }
   std::vector<Extent> symbolicShape(Value v);
+  /// A [T, perToken] scratch buffer of `dtype`, shared by every launch
+  /// asking for that shape.
+  int64_t scratchBuffer(const std::string &dtype, int64_t perToken) {
+    std::string key = dtype + "x" + std::to_string(perToken);
+    auto it = scratchByShape.find(key);
+    if (it != scratchByShape.end())
+      return it->second;
+    BufferDesc desc;
+    desc.kind = BufferDesc::Kind::Activation;
+    desc.name = "t" + std::to_string(program.buffers.size());
+    desc.dtype = dtype;
+    desc.shape = {{0, "T"}, {perToken, ""}};
+    int64_t id = newBuffer(desc);
+    scratchByShape[key] = id;
+    return id;
+  }
   LogicalResult emitKernel(Operation *op, ArrayRef<Value> operands,
                            ArrayRef<Value> results);
   bool isSupportedElement(Type t) {
@@ -867,10 +692,12 @@ private:
   int64_t dequantized(Value v);
 
   ModuleOp module;
+  std::vector<std::string> genericGpuOps;
   HostProgram program;
   llvm::DenseMap<Value, int64_t> buffers;
   llvm::DenseMap<Value, Packed> packed;
   llvm::StringMap<std::string> kernelByKey;
+  llvm::StringMap<int64_t> scratchByShape;
   OpBuilder *kb = nullptr;
 };
 
@@ -912,8 +739,8 @@ int64_t ProgramBuilder::dequantized(Value v) {
   std::string key;
   {
     llvm::raw_string_ostream os(key);
-    os << "dequantize" << type << dataType << scaleType
-       << (p.global ? "g" : "") << (p.invertGlobal ? "i" : "");
+    os << "dequantize" << type << dataType << scaleType << (p.global ? "g" : "")
+       << (p.invertGlobal ? "i" : "");
   }
   Launch launch;
   launch.op = "bsq.dequantize";
@@ -925,8 +752,8 @@ int64_t ProgramBuilder::dequantized(Value v) {
   if (found != kernelByKey.end()) {
     launch.kernel = found->second;
   } else {
-    launch.kernel = "msac_k" + std::to_string(program.kernelNames.size()) +
-                    "_dequantize";
+    launch.kernel =
+        "msac_k" + std::to_string(program.kernelNames.size()) + "_dequantize";
     kernelByKey[key] = launch.kernel;
     program.kernelNames.push_back(launch.kernel);
     OpBuilder &b = *kb;
@@ -976,7 +803,8 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   std::string key;
   {
     llvm::raw_string_ostream os(key);
-    os << op->getName() << op->getAttrDictionary() << op->getPropertiesAsAttribute();
+    os << op->getName() << op->getAttrDictionary()
+       << op->getPropertiesAsAttribute();
     for (Type t : op->getOperandTypes())
       os << "," << t;
     for (Type t : op->getResultTypes())
@@ -986,24 +814,47 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   launch.op = op->getName().getStringRef().str();
   for (Value v : all)
     launch.buffers.push_back(bufferFor(v));
+  const bool gpu =
+      hasGpuKernel(op, kGpuThreads) &&
+      !llvm::is_contained(genericGpuOps, op->getName().getStringRef().str());
+  if (gpu) {
+    // The GPU kernel's workspace and counters follow the op's buffers (the
+    // host kernel ignores them); launches run in order, so all share them.
+    GpuWorkspace ws = gpuWorkspace(op);
+    if (ws.floatsPerToken)
+      launch.buffers.push_back(scratchBuffer("f32", ws.floatsPerToken));
+    if (ws.countersPerToken)
+      launch.buffers.push_back(scratchBuffer("i32", ws.countersPerToken));
+  }
+  // A GPU kernel in several parts runs as consecutive launches over the same
+  // buffers; on the host the first part does the whole op and the others
+  // are empty.
+  const int64_t parts = gpu ? gpuKernelParts(op) : 1;
+  auto partName = [](const std::string &name, int64_t part) {
+    return part == 0 ? name : name + "_part" + std::to_string(part);
+  };
   auto found = kernelByKey.find(key);
   if (found != kernelByKey.end()) {
-    launch.kernel = found->second;
-    program.schedule.push_back(launch);
+    for (int64_t part = 0; part < parts; ++part) {
+      launch.kernel = partName(found->second, part);
+      program.schedule.push_back(launch);
+    }
     return success();
   }
   std::string name = "msac_k" + std::to_string(program.kernelNames.size()) +
                      "_" + op->getName().stripDialect().str();
   kernelByKey[key] = name;
-  program.kernelNames.push_back(name);
-  launch.kernel = name;
-  program.schedule.push_back(launch);
+  for (int64_t part = 0; part < parts; ++part) {
+    program.kernelNames.push_back(partName(name, part));
+    launch.kernel = partName(name, part);
+    program.schedule.push_back(launch);
+  }
 
   OpBuilder &b = *kb;
   Location loc = op->getLoc();
   auto ptrT = LLVM::LLVMPointerType::get(b.getContext());
-  auto fn = func::FuncOp::create(b, loc, name,
-                                 b.getFunctionType({ptrT, ptrT}, {}));
+  auto fn =
+      func::FuncOp::create(b, loc, name, b.getFunctionType({ptrT, ptrT}, {}));
   Block *entry = fn.addEntryBlock();
   OpBuilder body(entry, entry->end());
   KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
@@ -1024,6 +875,26 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
       .Case([&](msa::LogitsOp o) { logitsKernel(k, o); })
       .Case([&](arith::AddFOp o) { addKernel(k, o); });
   func::ReturnOp::create(body, loc);
+
+  for (int64_t part = 1; part < parts; ++part) {
+    auto empty = func::FuncOp::create(b, loc, partName(name, part),
+                                      b.getFunctionType({ptrT, ptrT}, {}));
+    OpBuilder at(empty.addEntryBlock(), empty.getBody().front().end());
+    func::ReturnOp::create(at, loc);
+  }
+
+  for (int64_t part = 0; gpu && part < parts; ++part) {
+    OpBuilder gb = OpBuilder::atBlockEnd(program.gpuKernels->getBody());
+    auto gfn = func::FuncOp::create(gb, loc, partName(name, part),
+                                    gb.getFunctionType({ptrT, ptrT}, {}));
+    Block *gentry = gfn.addEntryBlock();
+    OpBuilder gbody(gentry, gentry->end());
+    KB gk(gbody, loc, gentry->getArgument(0), gentry->getArgument(1));
+    gk.entry = gentry;
+    emitGpuKernel(gk, op, *program.gpuKernels, partName(name, part),
+                  kGpuThreads, part);
+    func::ReturnOp::create(gbody, loc);
+  }
   return success();
 }
 
@@ -1032,6 +903,7 @@ FailureOr<HostProgram> ProgramBuilder::run() {
   if (!forward)
     return module.emitError("no func.func @forward to compile"), failure();
   program.kernels = ModuleOp::create(module.getLoc());
+  program.gpuKernels = ModuleOp::create(module.getLoc());
   OpBuilder builder(program.kernels->getBodyRegion());
   kb = &builder;
 
@@ -1039,9 +911,10 @@ FailureOr<HostProgram> ProgramBuilder::run() {
   for (BlockArgument arg : body.getArguments()) {
     BufferDesc desc;
     desc.argument = arg.getArgNumber();
-    auto nameAttr = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         "msa.name");
-    desc.name = nameAttr ? nameAttr.str() : "arg" + std::to_string(desc.argument);
+    auto nameAttr =
+        forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "msa.name");
+    desc.name =
+        nameAttr ? nameAttr.str() : "arg" + std::to_string(desc.argument);
     if (auto cache = dyn_cast<msa::PagedCacheType>(arg.getType())) {
       if (!isSupportedElement(cache.getElementType()))
         return forward.emitError("the host backend supports bf16 and f32 "
@@ -1112,16 +985,14 @@ FailureOr<HostProgram> ProgramBuilder::run() {
       continue;
     }
     if (auto dq = dyn_cast<bsq::DequantizeOp>(op)) {
-      if (!packed.count(dq.getInput()) ||
-          !elementOf(dq.getResult()).isF32())
+      if (!packed.count(dq.getInput()) || !elementOf(dq.getResult()).isF32())
         return dq.emitError("the host backend dequantizes packed weights to "
                             "f32 only"),
                failure();
       buffers[dq.getResult()] = dequantized(dq.getInput());
       continue;
     }
-    if (isa<arith::DivFOp>(op) &&
-        llvm::all_of(op.getUsers(), [](Operation *u) {
+    if (isa<arith::DivFOp>(op) && llvm::all_of(op.getUsers(), [](Operation *u) {
           return isa<bsq::PackOp>(u);
         }))
       continue; // the inverted global scale of a pack, handled there
@@ -1138,7 +1009,8 @@ FailureOr<HostProgram> ProgramBuilder::run() {
     // Only the attention output is used; an LSE result is not computed.
     SmallVector<Value> results;
     for (Value r : op.getResults())
-      if (!r.use_empty() || op.getNumResults() == 1 || isa<msa::MoERouterOp>(op))
+      if (!r.use_empty() || op.getNumResults() == 1 ||
+          isa<msa::MoERouterOp>(op))
         results.push_back(r);
     if (isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op) &&
         op.getNumResults() == 2 && !op.getResult(1).use_empty())
@@ -1156,9 +1028,12 @@ FailureOr<HostProgram> ProgramBuilder::run() {
 
 } // namespace
 
-FailureOr<HostProgram> msac::buildHostProgram(ModuleOp module) {
+FailureOr<HostProgram>
+msac::buildHostProgram(ModuleOp module,
+                       const std::vector<std::string> &genericGpuOps) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
-                   arith::ArithDialect, func::FuncDialect>();
-  return ProgramBuilder(module).run();
+                   arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
+                   NVVM::NVVMDialect>();
+  return ProgramBuilder(module, genericGpuOps).run();
 }

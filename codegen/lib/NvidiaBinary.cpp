@@ -8,7 +8,8 @@
 // blockIdx.x * blockDim.x + threadIdx.x, stepping by the grid size), then
 // lowered through convert-gpu-to-nvvm and serialized by
 // gpu-module-to-binary (NVPTX in process, ptxas as a subprocess).
-// Correct and simple; the tiled tensor-core kernels come next.
+// Ops with a GPU-specific kernel (GpuKernels.cpp: the indexer, block
+// top-k, split-KV attention, matrix-vector products) use it instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +43,7 @@
 
 using namespace mlir;
 
-std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
+std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
                                    const std::string &targetName,
                                    const std::string &cudaToolkit,
                                    bool assembly, std::string &binary,
@@ -75,18 +76,31 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
   b.setInsertionPointToEnd(module->getBody());
   DictionaryAttr flags;
   if (!fmad)
-    flags = b.getDictionaryAttr(b.getNamedAttr(
-        "ptxas-cmd-options", b.getArrayAttr({b.getStringAttr("--fmad=false")})));
-  auto targetAttr = NVVM::NVVMTargetAttr::get(
-      ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", target->chip,
-      target->features, flags);
-  auto gpuModule = gpu::GPUModuleOp::create(
-      b, loc, "msac_kernels", b.getArrayAttr({targetAttr}));
+    flags = b.getDictionaryAttr(
+        b.getNamedAttr("ptxas-cmd-options",
+                       b.getArrayAttr({b.getStringAttr("--fmad=false")})));
+  auto targetAttr =
+      NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda",
+                                target->chip, target->features, flags);
+  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "msac_kernels",
+                                            b.getArrayAttr({targetAttr}));
   b.setInsertionPointToStart(gpuModule.getBody());
 
-  for (auto fn : hostKernels.getOps<func::FuncOp>()) {
-    auto kernel = gpu::GPUFuncOp::create(b, loc, fn.getName(),
-                                         fn.getFunctionType());
+  // Shared-memory arrays of the GPU-specific kernels.
+  const bool specific = gpuKernels && target->threadsPerBlock == kGpuThreads;
+  if (specific)
+    for (auto global : gpuKernels.getOps<LLVM::GlobalOp>())
+      b.clone(*global.getOperation());
+  for (auto hostFn : hostKernels.getOps<func::FuncOp>()) {
+    func::FuncOp fn = hostFn;
+    bool gridStride = true;
+    if (specific)
+      if (auto own = gpuKernels.lookupSymbol<func::FuncOp>(hostFn.getName())) {
+        fn = own;
+        gridStride = false;
+      }
+    auto kernel =
+        gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     Block &dst = kernel.getBody().front();
     IRMapping map;
@@ -103,6 +117,8 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
     }
     // The first top-level loop becomes a grid-stride loop over threads.
     for (Operation &op : dst) {
+      if (!gridStride)
+        break;
       auto loop = dyn_cast<scf::ForOp>(op);
       if (!loop)
         continue;
@@ -137,15 +153,21 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels,
   options.compilationTarget = assembly ? "isa" : "bin";
   if (!run([](PassManager &pm) { pm.addPass(createSCFToControlFlowPass()); },
            "scf-to-cf") ||
-      !run([](PassManager &pm) {
-             pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
-           }, "gpu-to-nvvm") ||
-      !run([](PassManager &pm) {
-             pm.addPass(createReconcileUnrealizedCastsPass());
-           }, "reconcile-casts") ||
-      !run([&](PassManager &pm) {
-             pm.addPass(createGpuModuleToBinaryPass(options));
-           }, "serialization"))
+      !run(
+          [](PassManager &pm) {
+            pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+          },
+          "gpu-to-nvvm") ||
+      !run(
+          [](PassManager &pm) {
+            pm.addPass(createReconcileUnrealizedCastsPass());
+          },
+          "reconcile-casts") ||
+      !run(
+          [&](PassManager &pm) {
+            pm.addPass(createGpuModuleToBinaryPass(options));
+          },
+          "serialization"))
     return "NVIDIA code generation for " + targetName + " failed";
   for (auto bin : module->getOps<gpu::BinaryOp>())
     for (Attribute a : bin.getObjectsAttr()) {

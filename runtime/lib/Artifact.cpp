@@ -132,9 +132,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       buffer.name = b.at("name").get<std::string>();
       buffer.dtype = b.at("dtype").get<std::string>();
       for (const json &e : b.at("shape"))
-        buffer.shape.push_back(e.is_string()
-                                   ? Extent{0, e.get<std::string>()}
-                                   : Extent{e.get<int64_t>(), ""});
+        buffer.shape.push_back(e.is_string() ? Extent{0, e.get<std::string>()}
+                                             : Extent{e.get<int64_t>(), ""});
       buffer.argument = b.value("argument", int64_t(-1));
       buffer.heads = b.value("heads", int64_t(0));
       buffer.pageSize = b.value("page_size", int64_t(0));
@@ -168,38 +167,56 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     // Weights.
     const std::string weightsPath =
         dir + "/" + m.at("weights").at("file").get<std::string>();
-    int fd = ::open(weightsPath.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      error = weightsPath + ": cannot open: " + std::strerror(errno);
-      return nullptr;
+    a->stripped = m.at("weights").value("stripped", false);
+    int fd = -1;
+    if (a->stripped) {
+      // Only the description; offsets are checked against the stated size.
+      a->weightsSize = m.at("weights").at("bytes").get<uint64_t>();
+      for (const Buffer &b : a->bufferList)
+        if (b.kind == Buffer::Kind::Weight &&
+            b.offset + b.bytes > a->weightsSize) {
+          error = dir + "/manifest.json: weight '" + b.name +
+                  "' lies outside the stated weights size; the artifact is "
+                  "corrupt";
+          return nullptr;
+        }
     }
-    struct stat st;
-    ::fstat(fd, &st);
-    a->weightsSize = static_cast<uint64_t>(st.st_size);
-    uint64_t expected = m.at("weights").at("bytes").get<uint64_t>();
-    if (a->weightsSize < expected) {
-      ::close(fd);
-      error = weightsPath + ": " + std::to_string(a->weightsSize) +
-              " bytes, but the manifest expects " + std::to_string(expected) +
-              "; the artifact is truncated";
-      return nullptr;
-    }
-    if (a->weightsSize) {
-      void *map = ::mmap(nullptr, a->weightsSize, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (map == MAP_FAILED) {
+    if (!a->stripped) {
+      fd = ::open(weightsPath.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        error = weightsPath + ": cannot open: " + std::strerror(errno);
+        return nullptr;
+      }
+      struct stat st;
+      ::fstat(fd, &st);
+      a->weightsSize = static_cast<uint64_t>(st.st_size);
+      uint64_t expected = m.at("weights").at("bytes").get<uint64_t>();
+      if (a->weightsSize < expected) {
         ::close(fd);
-        error = weightsPath + ": cannot map: " + std::strerror(errno);
+        error = weightsPath + ": " + std::to_string(a->weightsSize) +
+                " bytes, but the manifest expects " + std::to_string(expected) +
+                "; the artifact is truncated";
         return nullptr;
       }
-      a->weights = static_cast<const uint8_t *>(map);
+      if (a->weightsSize) {
+        void *map =
+            ::mmap(nullptr, a->weightsSize, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+          ::close(fd);
+          error = weightsPath + ": cannot map: " + std::strerror(errno);
+          return nullptr;
+        }
+        a->weights = static_cast<const uint8_t *>(map);
+      }
+      ::close(fd);
+      for (const Buffer &b : a->bufferList)
+        if (b.kind == Buffer::Kind::Weight &&
+            b.offset + b.bytes > a->weightsSize) {
+          error = weightsPath + ": weight '" + b.name +
+                  "' lies outside the file; the artifact is corrupt";
+          return nullptr;
+        }
     }
-    ::close(fd);
-    for (const Buffer &b : a->bufferList)
-      if (b.kind == Buffer::Kind::Weight && b.offset + b.bytes > a->weightsSize) {
-        error = weightsPath + ": weight '" + b.name +
-                "' lies outside the file; the artifact is corrupt";
-        return nullptr;
-      }
 
     // Host kernels (a GPU-only artifact has none).
     if (libPath.empty())
@@ -211,8 +228,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     }
     for (std::vector<Step> *schedule : {&a->init, &a->prefill, &a->decode})
       for (Step &step : *schedule) {
-        step.function =
-            reinterpret_cast<HostKernel>(::dlsym(a->library, step.kernel.c_str()));
+        step.function = reinterpret_cast<HostKernel>(
+            ::dlsym(a->library, step.kernel.c_str()));
         if (!step.function) {
           error = libPath + ": kernel '" + step.kernel +
                   "' named by the manifest is missing";

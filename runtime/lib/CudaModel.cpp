@@ -46,6 +46,20 @@ struct CudaModel::Driver {
                              unsigned, unsigned, unsigned, void *, void **,
                              void **);
   CUresult (*cuCtxSynchronize)();
+  CUresult (*cuEventCreate)(void **, unsigned);
+  CUresult (*cuEventRecord)(void *, void *);
+  CUresult (*cuEventSynchronize)(void *);
+  CUresult (*cuEventElapsedTime)(float *, void *, void *);
+  CUresult (*cuEventDestroy)(void *);
+  CUresult (*cuStreamCreate)(void **, unsigned);
+  CUresult (*cuStreamDestroy)(void *);
+  CUresult (*cuStreamSynchronize)(void *);
+  CUresult (*cuStreamBeginCapture)(void *, int);
+  CUresult (*cuStreamEndCapture)(void *, void **);
+  CUresult (*cuGraphInstantiateWithFlags)(void **, void *, unsigned long long);
+  CUresult (*cuGraphLaunch)(void *, void *);
+  CUresult (*cuGraphExecDestroy)(void *);
+  CUresult (*cuGraphDestroy)(void *);
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
   ~Driver() {
@@ -108,6 +122,21 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       !sym(driver->cuMemsetD8, "cuMemsetD8_v2") ||
       !sym(driver->cuLaunchKernel, "cuLaunchKernel") ||
       !sym(driver->cuCtxSynchronize, "cuCtxSynchronize") ||
+      !sym(driver->cuEventCreate, "cuEventCreate") ||
+      !sym(driver->cuEventRecord, "cuEventRecord") ||
+      !sym(driver->cuEventSynchronize, "cuEventSynchronize") ||
+      !sym(driver->cuEventElapsedTime, "cuEventElapsedTime_v2") ||
+      !sym(driver->cuEventDestroy, "cuEventDestroy_v2") ||
+      !sym(driver->cuStreamCreate, "cuStreamCreate") ||
+      !sym(driver->cuStreamDestroy, "cuStreamDestroy_v2") ||
+      !sym(driver->cuStreamSynchronize, "cuStreamSynchronize") ||
+      !sym(driver->cuStreamBeginCapture, "cuStreamBeginCapture_v2") ||
+      !sym(driver->cuStreamEndCapture, "cuStreamEndCapture") ||
+      !sym(driver->cuGraphInstantiateWithFlags,
+           "cuGraphInstantiateWithFlags") ||
+      !sym(driver->cuGraphLaunch, "cuGraphLaunch") ||
+      !sym(driver->cuGraphExecDestroy, "cuGraphExecDestroy") ||
+      !sym(driver->cuGraphDestroy, "cuGraphDestroy") ||
       !sym(driver->cuGetErrorString, "cuGetErrorString"))
     return nullptr;
 
@@ -135,6 +164,9 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
   MSAC_CUDA(driver->cuDevicePrimaryCtxRetain(&ctx, dev),
             "cuDevicePrimaryCtxRetain");
   MSAC_CUDA(driver->cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  // Steps run on their own stream (blocking: ordered with the synchronous
+  // copies of the inputs), so that they can be captured as a graph.
+  MSAC_CUDA(driver->cuStreamCreate(&m->stream, 0), "cuStreamCreate");
 
   std::ifstream in(t->kernelsPath, std::ios::binary);
   if (!in) {
@@ -146,6 +178,22 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
   std::string image = cubin.str();
   MSAC_CUDA(driver->cuModuleLoadData(&m->module, image.data()),
             ("cuModuleLoadData(" + t->kernelsPath + ")").c_str());
+
+  if (options.dummyWeights && !checkDummyWeights(artifact, error))
+    return nullptr;
+  if (artifact.weightsStripped() && !options.dummyWeights) {
+    error = artifact.directory() +
+            " was compiled with --strip-weights and holds no weights; "
+            "benchmark it with synthetic weights (msac-run bench-decode "
+            "--dummy-weights) or recompile without --strip-weights";
+    return nullptr;
+  }
+  // Synthetic weights: slices of a random pool per dtype (see fillPool).
+  std::vector<uint8_t> poolBF16, poolF32;
+  if (options.dummyWeights) {
+    poolBF16 = randomPool("bf16", -1.0f / 64, 1.0f / 64, 0x5eed);
+    poolF32 = randomPool("f32", -1.0f / 64, 1.0f / 64, 0x5eed);
+  }
 
   // Buffers: weights copied once, everything else zeroed.
   const std::vector<Buffer> &list = artifact.buffers();
@@ -161,7 +209,11 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
               ("cuMemAlloc for buffer '" + b.name + "'").c_str());
     m->buffers[i] = p;
     m->allocated += bytes;
-    if (b.kind == Buffer::Kind::Weight && b.bytes)
+    if (b.kind == Buffer::Kind::Weight && b.bytes && options.dummyWeights) {
+      if (!m->copyFromPool(p, b.bytes, b.dtype == "bf16" ? poolBF16 : poolF32,
+                           i * 7919 * 64, error))
+        return nullptr;
+    } else if (b.kind == Buffer::Kind::Weight && b.bytes)
       MSAC_CUDA(driver->cuMemcpyHtoD(p, artifact.weightData(b), b.bytes),
                 ("copying weight '" + b.name + "'").c_str());
     else
@@ -220,24 +272,145 @@ CudaModel::~CudaModel() {
       driver->cuMemFree(l.table);
   if (scalars)
     driver->cuMemFree(scalars);
+  if (graphExec)
+    driver->cuGraphExecDestroy(graphExec);
+  if (graph)
+    driver->cuGraphDestroy(graph);
+  if (stream)
+    driver->cuStreamDestroy(stream);
   if (module)
     driver->cuModuleUnload(module);
 }
 
+std::vector<uint8_t> CudaModel::randomPool(const std::string &dtype, float lo,
+                                           float hi, uint64_t seed) {
+  const uint64_t bytes = uint64_t(64) << 20;
+  std::vector<uint8_t> pool(bytes);
+  const uint64_t size = dtype == "bf16" ? 2 : 4;
+  fillUniform(pool.data(), bytes / size, dtype, lo, hi, seed);
+  return pool;
+}
+
+bool CudaModel::copyFromPool(uint64_t dst, uint64_t bytes,
+                             const std::vector<uint8_t> &pool, uint64_t start,
+                             std::string &error) {
+  // 256-byte aligned slices keep elements whole.
+  uint64_t at = (start % pool.size()) & ~uint64_t(255);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t n = std::min<uint64_t>(bytes - done, pool.size() - at);
+    CUresult rc = driver->cuMemcpyHtoD(dst + done, pool.data() + at, n);
+    if (rc != 0) {
+      error = "cuMemcpyHtoD (synthetic data): " + driver->describe(rc);
+      return false;
+    }
+    done += n;
+    at = (at + n + 4096) % pool.size() & ~uint64_t(255);
+  }
+  return true;
+}
+
+bool CudaModel::fillCaches(uint64_t seed, std::string &error) {
+  const std::vector<Buffer> &list = art.buffers();
+  std::vector<uint8_t> pools[2];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Buffer &b = list[i];
+    if (b.kind != Buffer::Kind::Cache)
+      continue;
+    if (b.dtype != "bf16" && b.dtype != "f32") {
+      error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
+      return false;
+    }
+    std::vector<uint8_t> &pool = pools[b.dtype == "bf16" ? 0 : 1];
+    if (pool.empty())
+      pool = randomPool(b.dtype, -2.0f, 2.0f, seed + (b.dtype == "bf16"));
+    if (!copyFromPool(buffers[i], elements(b, opts) * b.elementBytes(), pool,
+                      i * 104729 * 256, error))
+      return false;
+  }
+  return true;
+}
+
+bool CudaModel::enqueue(const std::vector<Step> &schedule,
+                        const std::vector<Launch> &launches,
+                        std::string &error) {
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    CUdeviceptr table = launches[i].table, scal = scalars;
+    void *params[] = {&table, &scal};
+    CUresult rc = driver->cuLaunchKernel(
+        launches[i].function, static_cast<unsigned>(grid), 1, 1,
+        static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
+    if (rc != 0) {
+      error =
+          "cuLaunchKernel(" + schedule[i].kernel + "): " + driver->describe(rc);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CudaModel::launchGraph(std::string &error) {
+  // Every kernel reads the step's sizes from device memory and launches
+  // with the same grid, so one captured step serves every step.
+  if (!graphExec) {
+    constexpr int kCaptureRelaxed = 2;
+    CUresult rc = driver->cuStreamBeginCapture(stream, kCaptureRelaxed);
+    if (rc != 0) {
+      error = "cuStreamBeginCapture: " + driver->describe(rc);
+      return false;
+    }
+    std::string launchError;
+    bool ok = enqueue(art.prefillSchedule(), stepLaunches, launchError);
+    rc = driver->cuStreamEndCapture(stream, &graph);
+    if (!ok) {
+      error = "capturing the step as a CUDA graph: " + launchError;
+      return false;
+    }
+    if (rc != 0) {
+      error = "cuStreamEndCapture: " + driver->describe(rc);
+      return false;
+    }
+    rc = driver->cuGraphInstantiateWithFlags(&graphExec, graph, 0);
+    if (rc != 0) {
+      error = "cuGraphInstantiateWithFlags: " + driver->describe(rc);
+      return false;
+    }
+  }
+  CUresult rc = driver->cuGraphLaunch(graphExec, stream);
+  if (rc == 0)
+    rc = driver->cuStreamSynchronize(stream);
+  if (rc != 0) {
+    error = "the step's CUDA graph failed: " + driver->describe(rc);
+    return false;
+  }
+  return true;
+}
+
 bool CudaModel::launch(const std::vector<Step> &schedule,
-                       const std::vector<Launch> &launches,
-                       std::string &error) {
+                       const std::vector<Launch> &launches, std::string &error,
+                       std::vector<double> *launchMs) {
+  std::vector<void *> events;
+  if (launchMs) {
+    events.resize(schedule.size() + 1, nullptr);
+    for (void *&e : events)
+      if (driver->cuEventCreate(&e, 0) != 0) {
+        error = "cuEventCreate failed";
+        return false;
+      }
+    driver->cuEventRecord(events[0], stream);
+  }
   for (size_t i = 0; i < schedule.size(); ++i) {
     const Step &s = schedule[i];
     CUdeviceptr table = launches[i].table, scal = scalars;
     void *params[] = {&table, &scal};
     CUresult rc = driver->cuLaunchKernel(
         launches[i].function, static_cast<unsigned>(grid), 1, 1,
-        static_cast<unsigned>(block), 1, 1, 0, nullptr, params, nullptr);
+        static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
     if (rc != 0) {
       error = "cuLaunchKernel(" + s.kernel + "): " + driver->describe(rc);
       return false;
     }
+    if (launchMs)
+      driver->cuEventRecord(events[i + 1], stream);
   }
   CUresult rc = driver->cuCtxSynchronize();
   if (rc != 0) {
@@ -247,10 +420,32 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
     error += ": " + driver->describe(rc);
     return false;
   }
+  if (launchMs) {
+    launchMs->assign(schedule.size(), 0.0);
+    driver->cuEventSynchronize(events.back());
+    for (size_t i = 0; i < schedule.size(); ++i) {
+      float ms = 0;
+      driver->cuEventElapsedTime(&ms, events[i], events[i + 1]);
+      (*launchMs)[i] = ms;
+    }
+    for (void *e : events)
+      driver->cuEventDestroy(e);
+  }
   return true;
 }
 
 const float *CudaModel::step(const StepInput &in, std::string &error) {
+  return run(in, nullptr, error);
+}
+
+const float *CudaModel::profileStep(const StepInput &in,
+                                    std::vector<double> &launchMs,
+                                    std::string &error) {
+  return run(in, &launchMs, error);
+}
+
+const float *CudaModel::run(const StepInput &in, std::vector<double> *launchMs,
+                            std::string &error) {
   if (!validate(art, opts, in, error))
     return nullptr;
   const int64_t t = static_cast<int64_t>(in.tokenIds.size());
@@ -271,8 +466,12 @@ const float *CudaModel::step(const StepInput &in, std::string &error) {
     error = "copying the step sizes to the GPU failed";
     return nullptr;
   }
-  if (!launch(art.prefillSchedule(), stepLaunches, error))
+  if (opts.cudaGraphs && !launchMs) {
+    if (!launchGraph(error))
+      return nullptr;
+  } else if (!launch(art.prefillSchedule(), stepLaunches, error, launchMs)) {
     return nullptr;
+  }
   logits.resize(n * art.model().vocabSize);
   if (driver->cuMemcpyDtoH(logits.data(), buffers[art.outputs().front()],
                            logits.size() * 4) != 0) {

@@ -45,11 +45,10 @@ int32_t msac::runtime::sampleToken(const float *logits, int64_t vocab,
   return order[pick(rng)];
 }
 
-Engine::Engine(const Artifact &artifact, Executor &executor,
-               int64_t chunkSize)
+Engine::Engine(const Artifact &artifact, Executor &executor, int64_t chunkSize)
     : art(artifact), host(executor),
-      chunk(std::max<int64_t>(1, std::min(chunkSize,
-                                          executor.options().maxTokens))) {}
+      chunk(std::max<int64_t>(
+          1, std::min(chunkSize, executor.options().maxTokens))) {}
 
 bool Engine::run(const std::vector<Request> &requests,
                  std::vector<RequestResult> &results,
@@ -129,13 +128,14 @@ bool Engine::run(const std::vector<Request> &requests,
         in.seqIds.push_back(static_cast<int32_t>(r));
         in.positions.push_back(static_cast<int32_t>(s.done + i));
       }
-      hasPrefill |= s.done < static_cast<int64_t>(requests[r].prompt.size()) &&
-                    take > 1;
+      hasPrefill |=
+          s.done < static_cast<int64_t>(requests[r].prompt.size()) && take > 1;
       budget -= take;
       s.done += take;
       if (s.done == static_cast<int64_t>(s.tokens.size())) {
         sampleRows.push_back({r, static_cast<int64_t>(in.tokenIds.size()) - 1});
-        in.logitsIndices.push_back(static_cast<int32_t>(in.tokenIds.size() - 1));
+        in.logitsIndices.push_back(
+            static_cast<int32_t>(in.tokenIds.size() - 1));
       }
     }
     if (in.tokenIds.empty())
@@ -161,8 +161,8 @@ bool Engine::run(const std::vector<Request> &requests,
     for (size_t i = 0; i < sampleRows.size(); ++i) {
       size_t r = sampleRows[i].first;
       State &s = state[r];
-      int32_t token = sampleToken(logits + i * vocab, vocab,
-                                  requests[r].sampling, s.rng);
+      int32_t token =
+          sampleToken(logits + i * vocab, vocab, requests[r].sampling, s.rng);
       if (s.generated == 0)
         results[r].ttftMs = now;
       ++s.generated;

@@ -17,16 +17,24 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
   pointers.resize(buffers.size(), nullptr);
   for (size_t i = 0; i < buffers.size(); ++i) {
     const Buffer &b = buffers[i];
-    if (b.kind == Buffer::Kind::Weight) {
+    if (b.kind == Buffer::Kind::Weight && !opts.dummyWeights) {
       pointers[i] = const_cast<uint8_t *>(art.weightData(b));
+      continue;
+    }
+    if (b.kind == Buffer::Kind::Weight) {
+      storage[i].resize(b.bytes);
+      fillUniform(storage[i].data(), b.bytes / b.elementBytes(), b.dtype,
+                  -1.0f / 64, 1.0f / 64, 0x5eed0000u + i);
+      pointers[i] = storage[i].data();
       continue;
     }
     storage[i].assign(Executor::elements(b, opts) * b.elementBytes(), 0);
     pointers[i] = storage[i].data();
     allocated += storage[i].size();
   }
-  // Load-time launches (dequantizing packed weights).
-  if (!art.hasHostKernels())
+  // Load-time launches (dequantizing packed weights); none without weights
+  // (step() then reports the stripped artifact).
+  if (!art.hasHostKernels() || (art.weightsStripped() && !opts.dummyWeights))
     return;
   const int64_t scalars[3] = {0, 0, opts.maxBlocksPerSequence};
   std::vector<void *> args;
@@ -40,8 +48,7 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
 
 uint64_t Executor::elements(const Buffer &b, const HostModelOptions &o) {
   if (b.kind == Buffer::Kind::Cache)
-    return static_cast<uint64_t>(o.numPages) * b.heads * b.pageSize *
-           b.headDim;
+    return static_cast<uint64_t>(o.numPages) * b.heads * b.pageSize * b.headDim;
   uint64_t n = 1;
   for (const Extent &e : b.shape) {
     int64_t v = e.value;
@@ -58,6 +65,13 @@ uint64_t Executor::elements(const Buffer &b, const HostModelOptions &o) {
 
 bool Executor::validate(const Artifact &art, const HostModelOptions &opts,
                         const StepInput &in, std::string &error) {
+  if (art.weightsStripped() && !opts.dummyWeights) {
+    error = art.directory() +
+            " was compiled with --strip-weights and holds no weights; "
+            "benchmark it with synthetic weights (msac-run bench-decode "
+            "--dummy-weights) or recompile without --strip-weights";
+    return false;
+  }
   const int64_t t = static_cast<int64_t>(in.tokenIds.size());
   const int64_t n = static_cast<int64_t>(in.logitsIndices.size());
   if (t == 0 || t > opts.maxTokens) {
@@ -92,8 +106,8 @@ bool Executor::validate(const Artifact &art, const HostModelOptions &opts,
               ") is outside the block table";
       return false;
     }
-    int32_t page = in.blockTable[seq * opts.maxBlocksPerSequence +
-                                 pos / m.pageSize];
+    int32_t page =
+        in.blockTable[seq * opts.maxBlocksPerSequence + pos / m.pageSize];
     if (page < 0 || page >= opts.numPages) {
       error = "position " + std::to_string(pos) + " of sequence " +
               std::to_string(seq) + " has no cache page";
@@ -137,4 +151,41 @@ const float *HostModel::step(const StepInput &in, std::string &error) {
     s.function(args.data(), scalars);
   }
   return static_cast<const float *>(pointers[art.outputs().front()]);
+}
+
+bool Executor::checkDummyWeights(const Artifact &artifact, std::string &error) {
+  for (const Buffer &b : artifact.buffers())
+    if (b.kind == Buffer::Kind::Weight && b.dtype != "bf16" &&
+        b.dtype != "f32") {
+      error = "--dummy-weights synthesizes bf16 and f32 weights; weight '" +
+              b.name + "' is " + b.dtype +
+              " (benchmark a bf16 checkpoint, or run with the real weights)";
+      return false;
+    }
+  return true;
+}
+
+void Executor::fillUniform(uint8_t *dst, uint64_t count,
+                           const std::string &dtype, float lo, float hi,
+                           uint64_t seed) {
+  uint64_t state = seed;
+  const bool bf16 = dtype == "bf16";
+  for (uint64_t i = 0; i < count; ++i) {
+    // SplitMix64.
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    float v = lo + (hi - lo) * u;
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if (bf16) {
+      uint16_t h =
+          static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+      std::memcpy(dst + 2 * i, &h, 2);
+    } else {
+      std::memcpy(dst + 4 * i, &bits, 4);
+    }
+  }
 }

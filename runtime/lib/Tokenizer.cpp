@@ -124,9 +124,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
         if (a.value("special", false))
           t->special[id] = content;
       }
-    std::sort(t->added.begin(), t->added.end(), [](auto &x, auto &y) {
-      return x.first.size() > y.first.size();
-    });
+    std::sort(t->added.begin(), t->added.end(),
+              [](auto &x, auto &y) { return x.first.size() > y.first.size(); });
 
     const json normalizer = j.value("normalizer", json());
     if (!normalizer.is_null()) {
@@ -277,7 +276,8 @@ std::vector<int32_t> Tokenizer::encode(const std::string &input) const {
   auto flush = [&](size_t end) {
     if (end <= start)
       return;
-    for (const std::string &piece : pretokenize(text.substr(start, end - start))) {
+    for (const std::string &piece :
+         pretokenize(text.substr(start, end - start))) {
       std::vector<int32_t> part = bpe(piece);
       ids.insert(ids.end(), part.begin(), part.end());
     }

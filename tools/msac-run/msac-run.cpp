@@ -1,4 +1,5 @@
-//===- msac-run.cpp - Run an msac artifact ---------------------------------===//
+//===- msac-run.cpp - Run an msac artifact
+//---------------------------------===//
 //
 // Part of msac. No LLVM or MLIR dependency.
 //
@@ -20,13 +21,17 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <new>
+#include <set>
 
-#include <unistd.h>
 #include <iostream>
 #include <sstream>
+#include <unistd.h>
 
 using namespace msac::runtime;
 
@@ -59,9 +64,8 @@ std::unique_ptr<Artifact> loadArtifact(const std::string &path, int &rc) {
 /// runtime's limits; returns "" or an error.
 std::string checkContext(const Artifact &a, int64_t batch, int64_t context,
                          int64_t chunk) {
-  const int64_t maxContext = a.model().maxPositions > 0
-                                 ? a.model().maxPositions
-                                 : int64_t(1) << 20;
+  const int64_t maxContext =
+      a.model().maxPositions > 0 ? a.model().maxPositions : int64_t(1) << 20;
   if (context > maxContext)
     return "prompt + generated tokens = " + std::to_string(context) +
            " exceed the model's maximum context of " +
@@ -77,7 +81,8 @@ HostModelOptions instanceOptions(const Artifact &a, int64_t batch,
                                  int64_t context, int64_t chunk) {
   HostModelOptions o;
   o.maxSequences = batch;
-  o.maxBlocksPerSequence = (context + a.model().pageSize - 1) / a.model().pageSize;
+  o.maxBlocksPerSequence =
+      (context + a.model().pageSize - 1) / a.model().pageSize;
   o.numPages = o.maxSequences * o.maxBlocksPerSequence;
   o.maxTokens = std::max<int64_t>(chunk, batch);
   return o;
@@ -123,8 +128,8 @@ int inspect(const std::string &path, bool asJson) {
       activationBytesPerToken += n;
     }
   }
-  int64_t sparse = std::count(m.layerAttention.begin(), m.layerAttention.end(),
-                              "sparse");
+  int64_t sparse =
+      std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
   if (asJson) {
     nlohmann::ordered_json j = {
         {"artifact", path},
@@ -186,7 +191,8 @@ int generate(const std::string &path, const GenerateOptions &g) {
   std::unique_ptr<Tokenizer> tok =
       Tokenizer::load(path + "/tokenizer.json", error);
   if (!tok)
-    return fail(error + " (the artifact needs the checkpoint's tokenizer.json)");
+    return fail(error +
+                " (the artifact needs the checkpoint's tokenizer.json)");
   Request req;
   if (a->model().bosTokenId >= 0)
     req.prompt.push_back(static_cast<int32_t>(a->model().bosTokenId));
@@ -207,30 +213,37 @@ int generate(const std::string &path, const GenerateOptions &g) {
   std::cout << g.prompt << std::flush;
   std::string pending;
   const bool isTerminal = ::isatty(1);
-  bool ok = engine.run({req}, results, [&](size_t, int32_t token) {
-    if (tok->isSpecial(token))
-      return;
-    // Stream whole UTF-8 characters only.
-    pending += tok->tokenBytes(token);
-    size_t complete = pending.size();
-    while (complete > 0) {
-      size_t i = complete - 1;
-      while (i > 0 && (static_cast<unsigned char>(pending[i]) & 0xC0) == 0x80)
-        --i;
-      unsigned char lead = static_cast<unsigned char>(pending[i]);
-      size_t need = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : 4;
-      if (i + need <= complete)
-        break;
-      complete = i;
-    }
-    std::string text = pending.substr(0, complete);
-    if (isTerminal)
-      for (char &c : text)
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-          c = '?'; // control bytes would garble the terminal
-    std::cout << text << std::flush;
-    pending.erase(0, complete);
-  }, error);
+  bool ok = engine.run(
+      {req}, results,
+      [&](size_t, int32_t token) {
+        if (tok->isSpecial(token))
+          return;
+        // Stream whole UTF-8 characters only.
+        pending += tok->tokenBytes(token);
+        size_t complete = pending.size();
+        while (complete > 0) {
+          size_t i = complete - 1;
+          while (i > 0 &&
+                 (static_cast<unsigned char>(pending[i]) & 0xC0) == 0x80)
+            --i;
+          unsigned char lead = static_cast<unsigned char>(pending[i]);
+          size_t need = lead < 0x80         ? 1
+                        : (lead >> 5) == 6  ? 2
+                        : (lead >> 4) == 14 ? 3
+                                            : 4;
+          if (i + need <= complete)
+            break;
+          complete = i;
+        }
+        std::string text = pending.substr(0, complete);
+        if (isTerminal)
+          for (char &c : text)
+            if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+              c = '?'; // control bytes would garble the terminal
+        std::cout << text << std::flush;
+        pending.erase(0, complete);
+      },
+      error);
   // Bytes of an unfinished UTF-8 character at the end are dropped.
   std::cout << "\n";
   if (!ok)
@@ -261,8 +274,9 @@ int bench(const std::string &path, const BenchOptions &b) {
   std::vector<Request> requests(b.batch);
   for (int64_t r = 0; r < b.batch; ++r) {
     for (int64_t i = 0; i < b.inputLen; ++i)
-      requests[r].prompt.push_back(static_cast<int32_t>(
-          (i * 7919 + r * 104729 + 17) % std::max<int64_t>(a->model().vocabSize - 2, 1)));
+      requests[r].prompt.push_back(
+          static_cast<int32_t>((i * 7919 + r * 104729 + 17) %
+                               std::max<int64_t>(a->model().vocabSize - 2, 1)));
     requests[r].maxNewTokens = b.outputLen;
     requests[r].stopAtEos = false;
   }
@@ -289,17 +303,22 @@ int bench(const std::string &path, const BenchOptions &b) {
     if (r.tokens.size() > 1)
       tpot += (r.finishMs - r.ttftMs) / (r.tokens.size() - 1) / b.batch;
   }
-  double prefillTps = s.prefillMs > 0 ? s.prefillTokens * 1000.0 / s.prefillMs : 0;
+  double prefillTps =
+      s.prefillMs > 0 ? s.prefillTokens * 1000.0 / s.prefillMs : 0;
   double decodeTps = s.decodeMs > 0 ? s.decodeTokens * 1000.0 / s.decodeMs : 0;
   if (b.json) {
     nlohmann::ordered_json j = {
-        {"artifact", path}, {"device", b.device},
-        {"batch", b.batch}, {"input_len", b.inputLen},
+        {"artifact", path},
+        {"device", b.device},
+        {"batch", b.batch},
+        {"input_len", b.inputLen},
         {"output_len", b.outputLen},
         {"prefill_tokens_per_s", prefillTps},
         {"decode_tokens_per_s", decodeTps},
-        {"ttft_ms", ttft}, {"tpot_ms", tpot},
-        {"total_ms", s.totalMs}, {"peak_rss_bytes", peakRss()},
+        {"ttft_ms", ttft},
+        {"tpot_ms", tpot},
+        {"total_ms", s.totalMs},
+        {"peak_rss_bytes", peakRss()},
         {"cache_and_activation_bytes", engine.model().allocatedBytes()}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -308,9 +327,188 @@ int bench(const std::string &path, const BenchOptions &b) {
               "TTFT ms | TPOT ms | peak RSS MiB |\n"
               "|---|---|---|---|---|---|---|---|\n"
               "| %lld | %lld | %lld | %.1f | %.1f | %.1f | %.2f | %.1f |\n",
-              static_cast<long long>(b.batch), static_cast<long long>(b.inputLen),
+              static_cast<long long>(b.batch),
+              static_cast<long long>(b.inputLen),
               static_cast<long long>(b.outputLen), prefillTps, decodeTps, ttft,
               tpot, peakRss() / 1048576.0);
+  return 0;
+}
+
+struct DecodeBenchOptions {
+  int64_t batch = 1, context = 8192, steps = 20, warmup = 3;
+  bool dummyWeights = false, json = false, noGraphs = false;
+  std::string device = "cuda", dumpDir;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Writes the buffers of the first launch of each attention op of the last
+/// step into `dir` (raw little-endian files) with dump.json describing them.
+std::string dumpAttention(const Artifact &a, Executor &e,
+                          const std::string &dir, int64_t tokens) {
+  const HostModelOptions &o = e.options();
+  nlohmann::ordered_json launches = nlohmann::ordered_json::array();
+  nlohmann::ordered_json buffers = nlohmann::ordered_json::object();
+  std::set<std::string> seen;
+  for (const Step &s : a.decodeSchedule()) {
+    if ((s.op != "msa.index_score" && s.op != "msa.block_topk" &&
+         s.op != "msa.sparse_attention" && s.op != "msa.dense_attention") ||
+        !seen.insert(s.op).second)
+      continue;
+    launches.push_back(
+        {{"op", s.op}, {"kernel", s.kernel}, {"buffers", s.buffers}});
+    for (int64_t id : s.buffers) {
+      const std::string key = std::to_string(id);
+      if (buffers.contains(key))
+        continue;
+      const Buffer &b = a.buffers()[id];
+      if (b.kind == Buffer::Kind::Weight)
+        continue;
+      nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+      if (b.kind == Buffer::Kind::Cache) {
+        shape = {o.numPages, b.heads, b.pageSize, b.headDim};
+      } else {
+        for (const Extent &x : b.shape)
+          shape.push_back(x.symbol.empty()   ? x.value
+                          : x.symbol == "MB" ? o.maxBlocksPerSequence
+                          : x.symbol == "S"  ? o.maxSequences
+                                             : tokens);
+      }
+      const void *data = e.bufferData(id);
+      if (!data)
+        return "cannot read buffer '" + b.name + "' back from the device";
+      const std::string file = "b" + key + ".bin";
+      std::ofstream out(dir + "/" + file, std::ios::binary);
+      out.write(static_cast<const char *>(data),
+                static_cast<std::streamsize>(Executor::elementsOf(b, o) *
+                                             b.elementBytes()));
+      if (!out)
+        return "cannot write " + dir + "/" + file;
+      buffers[key] = {{"name", b.name},
+                      {"dtype", b.dtype},
+                      {"shape", shape},
+                      {"file", file}};
+    }
+  }
+  std::ofstream meta(dir + "/dump.json");
+  meta << nlohmann::ordered_json{{"batch", o.maxSequences},
+                                 {"tokens", tokens},
+                                 {"max_blocks_per_sequence",
+                                  o.maxBlocksPerSequence},
+                                 {"launches", launches},
+                                 {"buffers", buffers}}
+              .dump(1)
+       << "\n";
+  return meta ? "" : "cannot write " + dir + "/dump.json";
+}
+
+/// Decode steps of `batch` sequences at context `context` (the new token
+/// at position context - 1) over synthetic cache contents, without
+/// prefill: step latency, and every launch's device time.
+int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
+  int rc = 0;
+  auto a = loadArtifact(path, rc);
+  if (!a)
+    return rc;
+  if (std::string e = checkContext(*a, d.batch, d.context, d.batch); !e.empty())
+    return fail(e);
+  if (d.device != "cuda")
+    return fail("bench-decode runs on a GPU: use --device cuda");
+  HostModelOptions o = instanceOptions(*a, d.batch, d.context, d.batch);
+  o.dummyWeights = d.dummyWeights;
+  o.cudaGraphs = !d.noGraphs;
+  std::unique_ptr<Executor> executor = makeExecutor(*a, o, d.device);
+  if (!executor)
+    return 1;
+  std::string error;
+  if (!executor->fillCaches(0xCAC4E, error))
+    return fail(error);
+  const int64_t mb = o.maxBlocksPerSequence;
+  StepInput in;
+  in.blockTable.resize(o.maxSequences * mb);
+  for (int64_t s = 0; s < o.maxSequences; ++s)
+    for (int64_t j = 0; j < mb; ++j)
+      in.blockTable[s * mb + j] = static_cast<int32_t>(s * mb + j);
+  for (int64_t s = 0; s < d.batch; ++s) {
+    in.tokenIds.push_back(static_cast<int32_t>(
+        (s * 7919 + 17) % std::max<int64_t>(a->model().vocabSize - 2, 1)));
+    in.seqIds.push_back(static_cast<int32_t>(s));
+    in.positions.push_back(static_cast<int32_t>(d.context - 1));
+    in.logitsIndices.push_back(static_cast<int32_t>(s));
+  }
+  for (int64_t i = 0; i < d.warmup; ++i)
+    if (!executor->step(in, error))
+      return fail(error);
+  std::vector<double> stepMs;
+  for (int64_t i = 0; i < d.steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!executor->step(in, error))
+      return fail(error);
+    stepMs.push_back(std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count());
+  }
+  const std::vector<Step> &schedule = a->decodeSchedule();
+  std::vector<std::vector<double>> perLaunch(schedule.size());
+  for (int64_t i = 0; i < d.steps; ++i) {
+    std::vector<double> ms;
+    if (!executor->profileStep(in, ms, error))
+      return fail(error);
+    for (size_t l = 0; l < ms.size(); ++l)
+      perLaunch[l].push_back(ms[l]);
+  }
+  if (!d.dumpDir.empty())
+    if (std::string e = dumpAttention(*a, *executor, d.dumpDir, d.batch);
+        !e.empty())
+      return fail(e);
+  // Per op kind: launches and the sum of their median times.
+  std::map<std::string, std::pair<int64_t, double>> byOp;
+  nlohmann::ordered_json launches = nlohmann::ordered_json::array();
+  double kernelsUs = 0;
+  for (size_t l = 0; l < schedule.size(); ++l) {
+    double us = median(perLaunch[l]) * 1000.0;
+    auto &entry = byOp[schedule[l].op];
+    entry.first += 1;
+    entry.second += us;
+    kernelsUs += us;
+    launches.push_back({{"kernel", schedule[l].kernel},
+                        {"op", schedule[l].op},
+                        {"median_us", us}});
+  }
+  const double stepUs = median(stepMs) * 1000.0;
+  if (d.json) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::object();
+    for (const auto &[op, v] : byOp)
+      ops[op] = {{"launches", v.first}, {"median_us_total", v.second}};
+    std::cout << nlohmann::ordered_json{{"artifact", path},
+                                        {"device", d.device},
+                                        {"batch", d.batch},
+                                        {"context", d.context},
+                                        {"steps", d.steps},
+                                        {"cuda_graphs", !d.noGraphs},
+                                        {"step_median_us", stepUs},
+                                        {"kernels_median_us", kernelsUs},
+                                        {"ops", ops},
+                                        {"launches", launches}}
+                     .dump(1)
+              << "\n";
+    return 0;
+  }
+  std::printf("decode step, batch %lld, context %lld: %.1f us (median of "
+              "%lld, %s; launches one by one %.1f us of device time)\n\n"
+              "| op | launches | device us |\n|---|---|---|\n",
+              static_cast<long long>(d.batch),
+              static_cast<long long>(d.context), stepUs,
+              static_cast<long long>(d.steps),
+              d.noGraphs ? "kernel by kernel" : "one CUDA graph", kernelsUs);
+  for (const auto &[op, v] : byOp)
+    std::printf("| %s | %lld | %.1f |\n", op.c_str(),
+                static_cast<long long>(v.first), v.second);
   return 0;
 }
 
@@ -330,37 +528,86 @@ int main(int argc, char **argv) {
   gen->add_option("artifact", artifact, "Artifact folder")->required();
   gen->add_option("-p,--prompt", g.prompt, "Prompt text")->required();
   auto atLeast = [](int64_t lo, int64_t hi) {
-    return CLI::Range(lo, hi).description(
-        "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return CLI::Range(lo, hi).description("an integer in [" +
+                                          std::to_string(lo) + ", " +
+                                          std::to_string(hi) + "]");
   };
   gen->add_option("-n,--max-tokens", g.maxTokens, "Tokens to generate")
-      ->capture_default_str()->check(atLeast(1, int64_t(1) << 24));
+      ->capture_default_str()
+      ->check(atLeast(1, int64_t(1) << 24));
   gen->add_option("--temp,--temperature", g.sampling.temperature,
                   "Sampling temperature (0 = greedy)")
-      ->capture_default_str()->check(CLI::Range(0.0, 100.0));
-  gen->add_option("--top-k", g.sampling.topK, "Keep the k most likely tokens (0 = all)")
-      ->capture_default_str()->check(atLeast(0, int64_t(1) << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  gen->add_option("--top-k", g.sampling.topK,
+                  "Keep the k most likely tokens (0 = all)")
+      ->capture_default_str()
+      ->check(atLeast(0, int64_t(1) << 24));
   gen->add_option("--top-p", g.sampling.topP, "Nucleus probability mass")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  gen->add_option("-s,--seed", g.sampling.seed, "Random seed")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  gen->add_option("-s,--seed", g.sampling.seed, "Random seed")
+      ->capture_default_str();
   gen->add_option("--chunk-size", g.chunk, "Prefill chunk (tokens per step)")
-      ->capture_default_str()->check(atLeast(1, 65536));
+      ->capture_default_str()
+      ->check(atLeast(1, 65536));
   gen->add_flag("--ignore-eos", g.ignoreEos, "Do not stop at end-of-sequence");
-  gen->add_option("--device", g.device, "host, or cuda (the artifact's GPU target)")
-      ->capture_default_str()->check(CLI::IsMember({"host", "cuda"}));
+  gen->add_option("--device", g.device,
+                  "host, or cuda (the artifact's GPU target)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "cuda"}));
 
   BenchOptions b;
-  CLI::App *benchCmd = app.add_subcommand("bench", "Measure prefill and decode");
+  CLI::App *benchCmd =
+      app.add_subcommand("bench", "Measure prefill and decode");
   benchCmd->add_option("artifact", artifact, "Artifact folder")->required();
-  benchCmd->add_option("--batch", b.batch, "Sequences")->capture_default_str()
+  benchCmd->add_option("--batch", b.batch, "Sequences")
+      ->capture_default_str()
       ->check(atLeast(1, 256));
   benchCmd->add_option("--input-len", b.inputLen, "Prompt tokens")
-      ->capture_default_str()->check(atLeast(1, int64_t(1) << 24));
+      ->capture_default_str()
+      ->check(atLeast(1, int64_t(1) << 24));
   benchCmd->add_option("--output-len", b.outputLen, "Generated tokens")
-      ->capture_default_str()->check(atLeast(1, int64_t(1) << 24));
+      ->capture_default_str()
+      ->check(atLeast(1, int64_t(1) << 24));
   benchCmd->add_flag("--json", b.json, "Print JSON");
   benchCmd->add_option("--device", b.device, "host, or cuda")
-      ->capture_default_str()->check(CLI::IsMember({"host", "cuda"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "cuda"}));
+
+  DecodeBenchOptions d;
+  CLI::App *decodeCmd = app.add_subcommand(
+      "bench-decode",
+      "Time decode steps at a given context over synthetic cache contents "
+      "(no prefill), per launch");
+  decodeCmd->add_option("artifact", artifact, "Artifact folder")->required();
+  decodeCmd->add_option("--batch", d.batch, "Sequences (one token each)")
+      ->capture_default_str()
+      ->check(atLeast(1, 256));
+  decodeCmd
+      ->add_option("--context", d.context,
+                   "Tokens in each sequence, the new one included")
+      ->capture_default_str()
+      ->check(atLeast(1, int64_t(1) << 24));
+  decodeCmd->add_option("--steps", d.steps, "Timed steps")
+      ->capture_default_str()
+      ->check(atLeast(1, 10000));
+  decodeCmd->add_option("--warmup", d.warmup, "Untimed steps first")
+      ->capture_default_str()
+      ->check(atLeast(0, 10000));
+  decodeCmd->add_flag(
+      "--dummy-weights", d.dummyWeights,
+      "Synthetic weights (needed for --strip-weights artifacts)");
+  decodeCmd
+      ->add_option("--dump", d.dumpDir,
+                   "Write the attention launches' buffers to this folder")
+      ->check(CLI::ExistingDirectory);
+  decodeCmd->add_flag("--no-cuda-graphs", d.noGraphs,
+                      "Launch kernel by kernel instead of one graph per step");
+  decodeCmd->add_flag("--json", d.json, "Print JSON");
+  decodeCmd->add_option("--device", d.device, "cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cuda"}));
 
   try {
     app.parse(argc, argv);
@@ -373,6 +620,8 @@ int main(int argc, char **argv) {
       return inspect(artifact, inspectJson);
     if (*gen)
       return generate(artifact, g);
+    if (*decodeCmd)
+      return benchDecode(artifact, d);
     return bench(artifact, b);
   } catch (const std::bad_alloc &) {
     return fail("out of memory: reduce --batch, the context length or "

@@ -2,7 +2,8 @@
 //
 // Part of msac.
 //
-//   msac import MODEL_DIR [-o FILE] [--kv-cache-dtype D] [--index-cache-dtype D]
+//   msac import MODEL_DIR [-o FILE] [--kv-cache-dtype D] [--index-cache-dtype
+//   D]
 //       Checks the checkpoint (every problem listed) and prints the MiniMax-M3
 //       text model in the msa/bsq dialects.
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
@@ -46,64 +47,82 @@ static cl::OptionCategory msacCategory("msac options");
 static cl::SubCommand importCommand("import",
                                     "Check a checkpoint folder and print its "
                                     "model in the msa dialect");
-static cl::SubCommand compileCommand(
-    "compile", "Compile a checkpoint folder to an artifact for msac-run");
-static cl::SubCommand planCommand(
-    "plan", "Report weight and KV-cache memory of a model folder");
+static cl::SubCommand
+    compileCommand("compile",
+                   "Compile a checkpoint folder to an artifact for msac-run");
+static cl::SubCommand
+    planCommand("plan", "Report weight and KV-cache memory of a model folder");
 
 static cl::opt<std::string> importDir(cl::Positional, cl::Required,
                                       cl::desc("<model-dir>"),
-                                      cl::sub(importCommand), cl::cat(msacCategory));
+                                      cl::sub(importCommand),
+                                      cl::cat(msacCategory));
 static cl::opt<std::string> planDir(cl::Positional, cl::Required,
                                     cl::desc("<model-dir>"),
-                                    cl::sub(planCommand), cl::cat(msacCategory));
+                                    cl::sub(planCommand),
+                                    cl::cat(msacCategory));
 static cl::opt<std::string> compileDir(cl::Positional, cl::Required,
                                        cl::desc("<model-dir>"),
                                        cl::sub(compileCommand),
                                        cl::cat(msacCategory));
 static cl::opt<std::string> outputFile(
-    "o", cl::desc("Output: IR file for import (default: -), artifact folder "
-                  "for compile"),
+    "o",
+    cl::desc("Output: IR file for import (default: -), artifact folder "
+             "for compile"),
     cl::value_desc("path"), cl::init("-"), cl::sub(importCommand),
     cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::list<std::string> targets(
     "target",
     cl::desc("Targets, comma separated: host, sm_90a, sm_100a (default: host)"),
     cl::CommaSeparated, cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::list<std::string> genericGpuOps(
+    "gpu-generic-ops",
+    cl::desc("Ops (e.g. msa.moe_experts) to run on GPUs as grid-stride loops "
+             "of their host kernels instead of their GPU kernels (debugging)"),
+    cl::CommaSeparated, cl::Hidden, cl::sub(compileCommand),
+    cl::cat(msacCategory));
+static cl::opt<bool> stripWeights(
+    "strip-weights",
+    cl::desc("Leave the weights out of the artifact (weights.bin is not "
+             "written); for benchmarks with msac-run bench-decode "
+             "--dummy-weights"),
+    cl::init(false), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> ptxasFmad(
     "ptxas-fmad",
     cl::desc("Let ptxas contract multiply-adds into FMAs (default true)"),
     cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
-static cl::opt<std::string> cudaToolkit(
-    "cuda-toolkit", cl::desc("CUDA toolkit holding bin/ptxas"),
-    cl::init("/usr/local/cuda"), cl::sub(compileCommand),
-    cl::cat(msacCategory));
+static cl::opt<std::string>
+    cudaToolkit("cuda-toolkit", cl::desc("CUDA toolkit holding bin/ptxas"),
+                cl::init("/usr/local/cuda"), cl::sub(compileCommand),
+                cl::cat(msacCategory));
 enum class EmitStage { Msa, Kernels, LLVM, PTX, Artifact };
-static cl::opt<EmitStage> emit(
-    "emit", cl::desc("Stop after a stage and print its IR"),
-    cl::values(clEnumValN(EmitStage::Msa, "msa", "the imported msa IR"),
-               clEnumValN(EmitStage::Kernels, "kernels",
-                          "the host kernels (scf/arith/math/llvm)"),
-               clEnumValN(EmitStage::LLVM, "llvm",
-                          "the host kernels in the LLVM dialect"),
-               clEnumValN(EmitStage::PTX, "ptx",
-                          "PTX of the first NVIDIA target"),
-               clEnumValN(EmitStage::Artifact, "artifact",
-                          "the artifact folder (default)")),
-    cl::init(EmitStage::Artifact), cl::sub(compileCommand),
-    cl::cat(msacCategory));
-static cl::opt<std::string> lldPath(
-    "lld", cl::desc("ld.lld used to link the host kernels"),
-    cl::init("/usr/lib/llvm-22/bin/ld.lld"), cl::sub(compileCommand),
-    cl::cat(msacCategory));
+static cl::opt<EmitStage>
+    emit("emit", cl::desc("Stop after a stage and print its IR"),
+         cl::values(clEnumValN(EmitStage::Msa, "msa", "the imported msa IR"),
+                    clEnumValN(EmitStage::Kernels, "kernels",
+                               "the host kernels (scf/arith/math/llvm)"),
+                    clEnumValN(EmitStage::LLVM, "llvm",
+                               "the host kernels in the LLVM dialect"),
+                    clEnumValN(EmitStage::PTX, "ptx",
+                               "PTX of the first NVIDIA target"),
+                    clEnumValN(EmitStage::Artifact, "artifact",
+                               "the artifact folder (default)")),
+         cl::init(EmitStage::Artifact), cl::sub(compileCommand),
+         cl::cat(msacCategory));
+static cl::opt<std::string>
+    lldPath("lld", cl::desc("ld.lld used to link the host kernels"),
+            cl::init("/usr/lib/llvm-22/bin/ld.lld"), cl::sub(compileCommand),
+            cl::cat(msacCategory));
 static cl::opt<std::string>
     kvCacheDType("kv-cache-dtype",
                  cl::desc("KV-cache element format: bf16, fp8, nvfp4"),
-                 cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand), cl::sub(compileCommand), cl::cat(msacCategory));
+                 cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand),
+                 cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<std::string> indexCacheDType(
     "index-cache-dtype",
     cl::desc("Index-key cache element format: bf16, fp8, nvfp4"),
-    cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand), cl::sub(compileCommand), cl::cat(msacCategory));
+    cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand),
+    cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<int64_t> maxSeqLen(
     "max-seq-len",
     cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
@@ -181,8 +200,8 @@ std::unique_ptr<LoadedModel> loadModel(const std::string &dir,
   printDiagnostics(diags);
   if (!model->weights || diags.hasErrors()) {
     WithColor::error(errs(), "msac")
-        << dir << ": " << diags.errorCount() << " problem(s) found; nothing was "
-        << verb << "\n";
+        << dir << ": " << diags.errorCount()
+        << " problem(s) found; nothing was " << verb << "\n";
     return nullptr;
   }
   return model;
@@ -276,7 +295,9 @@ int runCompile() {
     if (failed(pm.run(*module)))
       return 3;
   }
-  mlir::FailureOr<HostProgram> program = buildHostProgram(*module);
+  mlir::FailureOr<HostProgram> program =
+      buildHostProgram(*module, std::vector<std::string>(genericGpuOps.begin(),
+                                                         genericGpuOps.end()));
   if (failed(program))
     return 1;
   if (emit == EmitStage::Kernels)
@@ -286,9 +307,9 @@ int runCompile() {
     if (gpus.empty())
       return usageError("--emit=ptx needs an NVIDIA --target");
     std::string ptx;
-    std::string error = emitNvidiaBinary(*program->kernels,
-                                         gpus.front()->name.str(),
-                                         cudaToolkit, /*assembly=*/true, ptx);
+    std::string error = emitNvidiaBinary(
+        *program->kernels, *program->gpuKernels, gpus.front()->name.str(),
+        cudaToolkit, /*assembly=*/true, ptx);
     if (!error.empty()) {
       WithColor::error(errs(), "msac") << error << "\n";
       return 1;
@@ -306,12 +327,13 @@ int runCompile() {
             sys::fs::create_directories(outputFile + "/kernels"))
       return usageError("cannot create " + outputFile + ": " + ec.message());
     for (const GpuTarget *gpu : gpus) {
-      progress(4, steps, "compiling " + Twine(program->kernelNames.size()) +
-                             " kernels for " + gpu->name);
+      progress(4, steps,
+               "compiling " + Twine(program->kernelNames.size()) +
+                   " kernels for " + gpu->name);
       std::string cubin;
-      std::string error =
-          emitNvidiaBinary(*program->kernels, gpu->name.str(), cudaToolkit,
-                           false, cubin, ptxasFmad);
+      std::string error = emitNvidiaBinary(
+          *program->kernels, *program->gpuKernels, gpu->name.str(), cudaToolkit,
+          false, cubin, ptxasFmad);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;
@@ -322,14 +344,14 @@ int runCompile() {
       if (ec)
         return usageError("cannot write " + file + ": " + ec.message());
       out << cubin;
-      written.push_back({gpu->name.str(), file,
-                         gpu->multiprocessors * 4, gpu->threadsPerBlock});
+      written.push_back({gpu->name.str(), file, gpu->multiprocessors * 4,
+                         gpu->threadsPerBlock});
     }
     if (!host) {
       progress(5, steps, "writing weights and manifest to " + outputFile);
-      std::string error = writeArtifact(outputFile, *program, written,
-                                        *model->config, *model->checkpoint,
-                                        compileDir);
+      std::string error =
+          writeArtifact(outputFile, *program, written, *model->config,
+                        *model->checkpoint, compileDir, stripWeights);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;
@@ -346,8 +368,9 @@ int runCompile() {
   }
   if (emit == EmitStage::LLVM)
     return print(*program->kernels);
-  progress(4, steps, "compiling " + Twine(program->kernelNames.size()) +
-                         " kernels for x86-64");
+  progress(4, steps,
+           "compiling " + Twine(program->kernelNames.size()) +
+               " kernels for x86-64");
   std::string error = emitHostSharedObject(
       *program->kernels, outputFile + "/kernels/host-x86_64.so", lldPath);
   if (!error.empty()) {
@@ -358,7 +381,7 @@ int runCompile() {
   written.insert(written.begin(),
                  {"host-x86_64", "kernels/host-x86_64.so", 0, 0});
   error = writeArtifact(outputFile, *program, written, *model->config,
-                        *model->checkpoint, compileDir);
+                        *model->checkpoint, compileDir, stripWeights);
   if (!error.empty()) {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
@@ -400,9 +423,9 @@ int runPlan() {
     return 1;
   }
   int64_t length = maxSeqLen > 0 ? maxSeqLen.getValue()
-                             : (config->maxPositionEmbeddings
-                                    ? config->maxPositionEmbeddings
-                                    : 4096);
+                                 : (config->maxPositionEmbeddings
+                                        ? config->maxPositionEmbeddings
+                                        : 4096);
   ckpt::MemoryPlan plan = ckpt::planMemory(
       *config, weights ? &*weights : nullptr, *kv, *index, length, *budget);
   std::ostringstream os;

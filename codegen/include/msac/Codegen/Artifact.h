@@ -36,19 +36,23 @@ inline constexpr int kArtifactFormatVersion = 1;
 
 /// One compiled target of an artifact.
 struct ArtifactTarget {
-  std::string name;        ///< host-x86_64, sm_90a, ...
-  std::string kernelsFile; ///< relative to the artifact folder
+  std::string name;            ///< host-x86_64, sm_90a, ...
+  std::string kernelsFile;     ///< relative to the artifact folder
   int64_t grid = 0, block = 0; ///< GPU launch shape of the first-cut kernels
 };
 
 /// Writes manifest.json, weights.bin and tokenizer.json into `dir` (which
 /// must exist); the kernels of every target were already written there.
-/// Returns an error message or "".
+/// With `stripWeights` the manifest describes every weight (offsets and
+/// sizes included) but weights.bin is not written: a weight-stripped
+/// artifact for benchmarking with synthetic weights (`msac-run
+/// bench-decode --dummy-weights`). Returns an error message or "".
 std::string writeArtifact(const std::string &dir, const HostProgram &program,
                           const std::vector<ArtifactTarget> &targets,
                           const ckpt::ModelConfig &config,
                           const ckpt::Checkpoint &checkpoint,
-                          const std::string &modelDir);
+                          const std::string &modelDir,
+                          bool stripWeights = false);
 
 } // namespace msac
 

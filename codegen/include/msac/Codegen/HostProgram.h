@@ -39,8 +39,8 @@ struct Extent {
 struct BufferDesc {
   enum class Kind { Input, Cache, Weight, Activation };
   Kind kind;
-  std::string name;   ///< argument name, weight name, or `t<id>`
-  std::string dtype;  ///< bf16, f32, i32, ...
+  std::string name;  ///< argument name, weight name, or `t<id>`
+  std::string dtype; ///< bf16, f32, i32, ...
   std::vector<Extent> shape;
   /// Cache buffers: heads, page size and head dim (the page count is the
   /// runtime's); inputs: the function argument index.
@@ -56,8 +56,15 @@ struct Launch {
   std::vector<int64_t> buffers;
 };
 
+/// Threads per CTA the GPU-specific kernels are built for.
+constexpr int64_t kGpuThreads = 128;
+
 struct HostProgram {
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
+  /// GPU-specific bodies (same names and ABI) of the kernels that have one,
+  /// for CTAs of kGpuThreads threads, with their shared-memory globals; the
+  /// other kernels run on a GPU as grid-stride loops of their host bodies.
+  mlir::OwningOpRef<mlir::ModuleOp> gpuKernels;
   std::vector<BufferDesc> buffers;
   /// Run once when the model is loaded: dequantizes block-scaled weights
   /// (kept packed in the artifact) into FP32 buffers.
@@ -70,8 +77,12 @@ struct HostProgram {
 
 /// Builds kernels and schedule from `module` (which must hold `@forward`).
 /// Emits an error on the op and fails for ops or types the host backend
-/// does not implement yet.
-mlir::FailureOr<HostProgram> buildHostProgram(mlir::ModuleOp module);
+/// does not implement yet. Ops named in `genericGpuOps` (e.g.
+/// "msa.moe_experts") get no GPU-specific kernel: on a GPU they run as
+/// grid-stride loops of their host bodies (for bisecting GPU kernels).
+mlir::FailureOr<HostProgram>
+buildHostProgram(mlir::ModuleOp module,
+                 const std::vector<std::string> &genericGpuOps = {});
 
 /// Lowers a kernel module to the LLVM dialect (scf -> cf, arith, math,
 /// func -> llvm).
@@ -91,7 +102,9 @@ std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
 /// an error message or "".
 /// `fmad` false passes --fmad=false to ptxas (no contraction of a multiply
 /// and an add into an FMA), which keeps GPU rounding closer to the host's.
+/// `gpuKernels` (may be null) supplies GPU-specific bodies by name.
 std::string emitNvidiaBinary(mlir::ModuleOp hostKernels,
+                             mlir::ModuleOp gpuKernels,
                              const std::string &targetName,
                              const std::string &cudaToolkit, bool assembly,
                              std::string &binary, bool fmad = true);

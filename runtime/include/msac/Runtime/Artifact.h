@@ -90,8 +90,14 @@ public:
   bool hasHostKernels() const { return library != nullptr; }
   int formatVersion = 0;
   /// Address of a weight buffer's bytes in the mapping.
-  const uint8_t *weightData(const Buffer &b) const { return weights + b.offset; }
+  const uint8_t *weightData(const Buffer &b) const {
+    return weights ? weights + b.offset : nullptr;
+  }
   uint64_t weightBytes() const { return weightsSize; }
+  /// Compiled with `msac compile --strip-weights`: buffers and offsets are
+  /// described but there is no weights.bin (weightData() is null); only
+  /// runs with synthetic weights (HostModelOptions::dummyWeights) can use it.
+  bool weightsStripped() const { return stripped; }
 
 private:
   Artifact() = default;
@@ -104,6 +110,7 @@ private:
   std::vector<std::string> kernels;
   const uint8_t *weights = nullptr;
   uint64_t weightsSize = 0;
+  bool stripped = false;
   void *library = nullptr;
 };
 

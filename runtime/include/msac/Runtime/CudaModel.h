@@ -33,6 +33,10 @@ public:
   const HostModelOptions &options() const override { return opts; }
   uint64_t allocatedBytes() const override { return allocated; }
   const void *bufferData(int64_t id) override;
+  bool fillCaches(uint64_t seed, std::string &error) override;
+  const float *profileStep(const StepInput &input,
+                           std::vector<double> &launchMs,
+                           std::string &error) override;
   /// The artifact target running (e.g. sm_90a) and the device name.
   const std::string &targetName() const { return target; }
   const std::string &deviceName() const { return device; }
@@ -47,8 +51,26 @@ private:
     void *function = nullptr;
     uint64_t table = 0;
   };
+  /// Launches `schedule` and waits; with `launchMs`, times each launch
+  /// with CUDA events.
   bool launch(const std::vector<Step> &schedule,
-              const std::vector<Launch> &launches, std::string &error);
+              const std::vector<Launch> &launches, std::string &error,
+              std::vector<double> *launchMs = nullptr);
+  /// Enqueues `schedule` on the model's stream.
+  bool enqueue(const std::vector<Step> &schedule,
+               const std::vector<Launch> &launches, std::string &error);
+  /// Runs the step schedule as a CUDA graph (captured on first use) and
+  /// waits.
+  bool launchGraph(std::string &error);
+  const float *run(const StepInput &input, std::vector<double> *launchMs,
+                   std::string &error);
+  /// 64 MiB of `dtype` values uniform in [lo, hi).
+  static std::vector<uint8_t> randomPool(const std::string &dtype, float lo,
+                                         float hi, uint64_t seed);
+  /// Copies `bytes` to device address `dst` from `pool`, wrapping around.
+  bool copyFromPool(uint64_t dst, uint64_t bytes,
+                    const std::vector<uint8_t> &pool, uint64_t start,
+                    std::string &error);
 
   const Artifact &art;
   HostModelOptions opts;
@@ -58,6 +80,7 @@ private:
   std::vector<uint64_t> buffers;                  // device pointers, per buffer
   std::vector<Launch> initLaunches, stepLaunches; // per schedule entry
   uint64_t scalars = 0;                           // device int64[3]
+  void *stream = nullptr, *graph = nullptr, *graphExec = nullptr;
   int64_t grid = 0, block = 0;
   uint64_t allocated = 0;
   std::vector<float> logits;

@@ -47,7 +47,7 @@ struct RequestResult {
   std::vector<int32_t> tokens; ///< generated tokens
   double ttftMs = 0;           ///< from start to the first generated token
   double finishMs = 0;
-  std::string stopReason;      ///< length | eos | error
+  std::string stopReason; ///< length | eos | error
 };
 
 struct EngineStats {

@@ -27,6 +27,13 @@ struct HostModelOptions {
   int64_t maxSequences = 8;          ///< rows of the block table (S)
   int64_t maxBlocksPerSequence = 64; ///< columns of the block table (MB)
   int64_t numPages = 256;            ///< pages per cache
+  /// Synthetic weights instead of the artifact's (like vLLM's
+  /// `--load-format dummy`): uniform in [-1/64, 1/64), deterministic. For
+  /// benchmarks, including weight-stripped artifacts; bf16/f32 weights only.
+  bool dummyWeights = false;
+  /// GPU executors: run each step as one CUDA graph (captured at the first
+  /// step) instead of one launch per kernel.
+  bool cudaGraphs = true;
 };
 
 /// One step's inputs, token-major.
@@ -73,6 +80,24 @@ public:
   /// The contents of buffer `id` after the last step, in host memory (for
   /// inspection and tests); null for a weight.
   virtual const void *bufferData(int64_t id) = 0;
+  /// Fills every paged cache with deterministic pseudo-random values
+  /// uniform in [-2, 2) (a synthetic context for decode benchmarks).
+  /// Element count of non-weight buffer `b` for limits `o`.
+  static uint64_t elementsOf(const Buffer &b, const HostModelOptions &o) {
+    return elements(b, o);
+  }
+  virtual bool fillCaches(uint64_t seed, std::string &error) {
+    error = "this executor cannot fill caches";
+    return false;
+  }
+  /// Runs one step like step(), timing every launch of the schedule on the
+  /// device; `launchMs[i]` is launch i's time in milliseconds.
+  virtual const float *profileStep(const StepInput &input,
+                                   std::vector<double> &launchMs,
+                                   std::string &error) {
+    error = "this executor cannot time launches";
+    return nullptr;
+  }
 
 protected:
   /// Checks a step's inputs against the model and the instance's limits.
@@ -80,6 +105,14 @@ protected:
                        const StepInput &in, std::string &error);
   /// Element count of a non-weight buffer for these limits.
   static uint64_t elements(const Buffer &b, const HostModelOptions &o);
+  /// Checks that every weight of `artifact` is bf16 or f32 (what
+  /// dummyWeights can synthesize).
+  static bool checkDummyWeights(const Artifact &artifact, std::string &error);
+  /// Writes `count` values of `dtype` (bf16 or f32) uniform in [lo, hi)
+  /// from a SplitMix64 stream seeded with `seed`.
+  static void fillUniform(uint8_t *dst, uint64_t count,
+                          const std::string &dtype, float lo, float hi,
+                          uint64_t seed);
 };
 
 class HostModel : public Executor {

@@ -1,0 +1,1583 @@
+//===- GpuKernels.cpp - Parallel GPU kernel bodies ------------------------===//
+//
+// Part of msac.
+//
+// The semantics are the host kernels' (HostProgram.cpp) and the ops'
+// descriptions (msa-m3-spec.md §2-§3); only the order of FP32 additions
+// differs. Shapes below: T tokens in the step, G index heads (one per KV
+// head), MB block-table columns, Hq/Hkv attention heads, D head dim.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuKernels.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <string>
+
+using namespace mlir;
+using namespace msac;
+using namespace msac::kernels;
+
+namespace {
+
+using CmpI = arith::CmpIPredicate;
+using CmpF = arith::CmpFPredicate;
+
+constexpr int64_t kWarp = 32;
+/// Split-KV chunks: a sparse row's K blocks are split into
+/// min(K, kSparseChunks) chunks, a dense row's blocks into kDenseChunks.
+constexpr int64_t kSparseChunks = 8;
+constexpr int64_t kDenseChunks = 16;
+/// Rows of at most this many candidate blocks are sorted in shared memory
+/// by the top-k kernel (128K tokens at 128-token blocks).
+constexpr int64_t kSortBlocks = 1024;
+/// Rows of the activation a matrix-vector warp handles at once.
+constexpr int64_t kRowTile = 8;
+
+/// GPU context of one kernel body: thread coordinates, shuffles, barriers,
+/// shared memory.
+class GK {
+public:
+  GK(KB &k, ModuleOp globals, StringRef name, int64_t threads)
+      : k(k), globals(globals), name(name.str()), threads(threads) {
+    auto idx = [&](Value v) { return v; };
+    tid = idx(gpu::ThreadIdOp::create(k.b, k.loc, gpu::Dimension::x));
+    ctaId = gpu::BlockIdOp::create(k.b, k.loc, gpu::Dimension::x);
+    numCtas = gpu::GridDimOp::create(k.b, k.loc, gpu::Dimension::x);
+    lane = k.irem(tid, k.c(kWarp));
+    warp = k.idiv(tid, k.c(kWarp));
+    warps = threads / kWarp;
+  }
+
+  Value i1(bool v) {
+    return arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(v));
+  }
+  Value andI(Value a, Value b) {
+    return arith::AndIOp::create(k.b, k.loc, a, b);
+  }
+  Value orI(Value a, Value b) { return arith::OrIOp::create(k.b, k.loc, a, b); }
+  Value notI(Value a) { return arith::XOrIOp::create(k.b, k.loc, a, i1(true)); }
+  Value eq(Value a, Value b) { return k.icmp(CmpI::eq, a, b); }
+  Value isub(Value a, Value b) {
+    return arith::SubIOp::create(k.b, k.loc, a, b);
+  }
+  Value imin(Value a, Value b) {
+    return arith::MinSIOp::create(k.b, k.loc, a, b);
+  }
+
+  /// Butterfly exchange within the warp (lanes `lane` and `lane ^ offset`).
+  Value shflXor(Value v, int64_t offset) {
+    if (v.getType().isIndex()) {
+      Value x = arith::IndexCastOp::create(k.b, k.loc, k.i32, v);
+      x = gpu::ShuffleOp::create(k.b, k.loc, x, static_cast<int32_t>(offset),
+                                 kWarp, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      return arith::IndexCastOp::create(k.b, k.loc, k.b.getIndexType(), x);
+    }
+    return gpu::ShuffleOp::create(k.b, k.loc, v, static_cast<int32_t>(offset),
+                                  kWarp, gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  Value warpSum(Value v, int64_t width = kWarp) {
+    for (int64_t off = width / 2; off >= 1; off /= 2)
+      v = k.add(v, shflXor(v, off));
+    return v;
+  }
+  /// CTA barrier.
+  void sync() { gpu::BarrierOp::create(k.b, k.loc); }
+  /// Orders this thread's global writes before its later ones, device-wide.
+  void fence() { NVVM::MembarOp::create(k.b, k.loc, NVVM::MemScopeKind::GPU); }
+
+  /// A shared-memory array of `n` elements, as a generic pointer.
+  Value shared(Type elem, int64_t n) {
+    OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
+    std::string sym = name + "_smem" + std::to_string(sharedArrays++);
+    auto global = LLVM::GlobalOp::create(
+        gb, k.loc, LLVM::LLVMArrayType::get(elem, n), /*isConstant=*/false,
+        LLVM::Linkage::Internal, sym, Attribute(), /*alignment=*/16,
+        /*addrSpace=*/3);
+    Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
+    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
+  }
+
+  /// A constant FP32 table in global memory, as a generic pointer.
+  Value constantTable(ArrayRef<float> values) {
+    OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
+    std::string sym = name + "_table" + std::to_string(sharedArrays++);
+    auto type =
+        RankedTensorType::get({static_cast<int64_t>(values.size())}, k.f32);
+    auto global = LLVM::GlobalOp::create(
+        gb, k.loc, LLVM::LLVMArrayType::get(k.f32, values.size()),
+        /*isConstant=*/true, LLVM::Linkage::Internal, sym,
+        DenseElementsAttr::get(type, values), /*alignment=*/16,
+        /*addrSpace=*/1);
+    Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
+    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
+  }
+
+  /// `for (w = ctaId; w < count; w += numCtas) body(w)`.
+  void ctaLoop(Value count, const std::function<void(Value)> &body) {
+    auto loop = scf::ForOp::create(k.b, k.loc, ctaId, count, numCtas);
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  /// `for (i = first; i < count; i += threads) body(i)`.
+  void strided(Value first, Value count,
+               const std::function<void(Value)> &body) {
+    auto loop = scf::ForOp::create(k.b, k.loc, first, count, k.c(threads));
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  /// Like ctaLoop, one item per warp.
+  void warpLoop(Value count, const std::function<void(Value)> &body) {
+    Value first = k.iadd(k.imul(ctaId, k.c(warps)), warp);
+    Value step = k.imul(numCtas, k.c(warps));
+    auto loop = scf::ForOp::create(k.b, k.loc, first, count, step);
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  /// `if (cond) then() else otherwise()`, yielding the values they return.
+  SmallVector<Value> ifElse(Value cond, TypeRange types,
+                            const std::function<SmallVector<Value>()> &then,
+                            const std::function<SmallVector<Value>()> &other) {
+    auto op = scf::IfOp::create(k.b, k.loc, types, cond, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPointToStart(op.thenBlock());
+      if (types.empty())
+        k.b.setInsertionPoint(op.thenBlock()->getTerminator());
+      SmallVector<Value> v = then();
+      if (!types.empty())
+        scf::YieldOp::create(k.b, k.loc, v);
+    }
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPointToStart(op.elseBlock());
+      if (types.empty())
+        k.b.setInsertionPoint(op.elseBlock()->getTerminator());
+      SmallVector<Value> v = other();
+      if (!types.empty())
+        scf::YieldOp::create(k.b, k.loc, v);
+    }
+    return SmallVector<Value>(op.getResults());
+  }
+
+  /// FP32 values of a bf16 pair stored in one 32-bit word.
+  std::pair<Value, Value> unpackBF16(Value word) {
+    Value lo = arith::BitcastOp::create(
+        k.b, k.loc, k.f32, arith::ShLIOp::create(k.b, k.loc, word, ci32(16)));
+    Value hi = arith::BitcastOp::create(
+        k.b, k.loc, k.f32,
+        arith::AndIOp::create(k.b, k.loc, word, ci32(0xFFFF0000u)));
+    return {lo, hi};
+  }
+  Value ci32(int64_t v) {
+    return arith::ConstantOp::create(
+        k.b, k.loc, k.b.getI32IntegerAttr(static_cast<int32_t>(v)));
+  }
+  /// The 8 elements at element `index` (a multiple of 8) of a bf16 or f32
+  /// array, as FP32, with 16-byte loads.
+  SmallVector<Value> load8(Value base, Value index, Type storage) {
+    SmallVector<Value> out;
+    auto vec = VectorType::get({4}, storage.isBF16() ? k.i32 : k.f32);
+    int64_t loads = storage.isBF16() ? 1 : 2;
+    Type elem = storage.isBF16() ? k.i16 : k.f32;
+    for (int64_t l = 0; l < loads; ++l) {
+      Value p = k.gep(base, k.iadd(index, k.c(4 * l)), elem);
+      Value v = LLVM::LoadOp::create(k.b, k.loc, vec, p, /*alignment=*/16);
+      for (int64_t e = 0; e < 4; ++e) {
+        Value x = LLVM::ExtractElementOp::create(k.b, k.loc, v, ci32(e));
+        if (storage.isBF16()) {
+          auto [lo, hi] = unpackBF16(x);
+          out.push_back(lo);
+          out.push_back(hi);
+        } else {
+          out.push_back(x);
+        }
+      }
+    }
+    return out;
+  }
+  /// D = A B + C with mma.sync m16n8k16, bf16 A (4 x i32) and B (2 x i32),
+  /// FP32 C and D (4 each).
+  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
+                         ArrayRef<Value> c) {
+    MLIRContext *ctx = k.b.getContext();
+    auto st =
+        LLVM::LLVMStructType::getLiteral(ctx, {k.f32, k.f32, k.f32, k.f32});
+    Value r = NVVM::MmaOp::create(
+        k.b, k.loc, st, a, b, c, {16, 8, 16}, std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                      NVVM::MMATypes::bf16},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < 4; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, r, i));
+    return out;
+  }
+  /// Two FP32 values as a bf16 pair (round to nearest even), `lo` in the
+  /// low half.
+  Value packBF16(Value lo, Value hi) {
+    auto half = [&](Value v) -> Value {
+      Value h = arith::TruncFOp::create(k.b, k.loc, k.b.getBF16Type(), v);
+      return arith::BitcastOp::create(k.b, k.loc, k.i16, h);
+    };
+    return packBits(half(lo), half(hi));
+  }
+  /// `v` rounded to `storage` (bf16: nearest even) and widened back.
+  Value roundTo(Value v, Type storage) {
+    if (storage.isF32())
+      return v;
+    Value h = arith::TruncFOp::create(k.b, k.loc, storage, v);
+    return arith::ExtFOp::create(k.b, k.loc, k.f32, h);
+  }
+  /// Two i16 as one i32, `lo` in the low half.
+  Value packBits(Value lo, Value hi) {
+    Value l = arith::ExtUIOp::create(k.b, k.loc, k.i32, lo);
+    Value h = arith::ExtUIOp::create(k.b, k.loc, k.i32, hi);
+    return arith::OrIOp::create(k.b, k.loc, l,
+                                arith::ShLIOp::create(k.b, k.loc, h, ci32(16)));
+  }
+  /// `count` consecutive 32-bit words from word `index` of `base`, with
+  /// 16-byte loads when `aligned16` (index and count multiples of 4).
+  SmallVector<Value> loadWords(Value base, Value index, int64_t count,
+                               bool aligned16) {
+    SmallVector<Value> out;
+    if (!aligned16) {
+      for (int64_t i = 0; i < count; ++i)
+        out.push_back(loadI32(base, k.iadd(index, k.c(i))));
+      return out;
+    }
+    auto vec = VectorType::get({4}, k.i32);
+    for (int64_t v = 0; v < count / 4; ++v) {
+      Value x = LLVM::LoadOp::create(
+          k.b, k.loc, vec, k.gep(base, k.iadd(index, k.c(4 * v)), k.i32), 16);
+      for (int64_t e = 0; e < 4; ++e)
+        out.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, x, ci32(e)));
+    }
+    return out;
+  }
+  Value loadI16(Value base, Value index) {
+    return LLVM::LoadOp::create(k.b, k.loc, k.i16, k.gep(base, index, k.i16));
+  }
+  Value loadI32(Value base, Value index) {
+    return LLVM::LoadOp::create(k.b, k.loc, k.i32, k.gep(base, index, k.i32));
+  }
+  void storeI32(Value base, Value index, Value v) {
+    LLVM::StoreOp::create(k.b, k.loc, v, k.gep(base, index, k.i32));
+  }
+  /// A global FP32 load that bypasses the (incoherent) L1 cache.
+  Value loadVolatileF(Value base, Value index) {
+    return LLVM::LoadOp::create(k.b, k.loc, k.f32, k.gep(base, index, k.f32),
+                                /*alignment=*/4, /*isVolatile=*/true);
+  }
+
+  KB &k;
+  ModuleOp globals;
+  std::string name;
+  int64_t threads, warps;
+  int sharedArrays = 0;
+  Value tid, ctaId, numCtas, lane, warp;
+};
+
+/// `for (i = global thread; i < count; i += all threads) body(i)`.
+void threadLoop(GK &g, Value count, const std::function<void(Value)> &body) {
+  KB &k = g.k;
+  Value first = k.iadd(k.imul(g.ctaId, k.c(g.threads)), g.tid);
+  Value step = k.imul(g.numCtas, k.c(g.threads));
+  auto loop = scf::ForOp::create(k.b, k.loc, first, count, step);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPoint(loop.getBody()->getTerminator());
+  body(loop.getInductionVar());
+}
+
+//===----------------------------------------------------------------------===//
+// Indexer: block scores
+//===----------------------------------------------------------------------===//
+
+/// Index-key lanes: dI / 8 lanes share one key, each holding 8 channels.
+bool indexScoreFits(msa::IndexScoreOp op, int64_t threads) {
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  const int64_t d = type.getHeadDim(),
+                groups = shapeOf(op.getIndexQueries())[1];
+  if (type.getHeads() != 1 || d % 8 || d / 8 > kWarp ||
+      !llvm::isPowerOf2_64(d / 8) || groups > 8 || threads % kWarp)
+    return false;
+  const int64_t keysPerStep = (threads / kWarp) * (kWarp / (d / 8));
+  Type ce = type.getElementType();
+  return type.getPageSize() % keysPerStep == 0 && (ce.isBF16() || ce.isF32());
+}
+
+/// out[g, t, b] = max over keys j <= pos[t] of block b of
+/// scale * q[t, g] . key[j]; -inf for blocks past the token's position.
+/// One CTA per (t, b); dI / 8 lanes per key.
+void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
+  KB &k = g.k;
+  Value q = k.ptr(0), cache = k.ptr(1), table = k.ptr(2), seqs = k.ptr(3),
+        pos = k.ptr(4), out = k.ptr(5);
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  const int64_t groups = shapeOf(op.getIndexQueries())[1],
+                d = type.getHeadDim(), page = type.getPageSize();
+  const int64_t lanesPerKey = d / 8, keysPerWarp = kWarp / lanesPerKey;
+  Type qe = elementOf(op.getIndexQueries()), ce = type.getElementType();
+  const float scale = op.getScale().convertToFloat();
+  Value T = k.scalar(0), MB = k.scalar(2);
+  Value partial = g.shared(k.f32, g.warps * groups);
+  Value sub = k.idiv(g.lane, k.c(lanesPerKey));
+  Value part = k.irem(g.lane, k.c(lanesPerKey));
+  Value negInf = k.cf(-INFINITY);
+
+  g.ctaLoop(k.imul(T, MB), [&](Value w) {
+    Value t = k.idiv(w, MB), blk = k.irem(w, MB);
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
+    g.ifElse(
+        past, {},
+        [&]() -> SmallVector<Value> {
+          for (int64_t gg = 0; gg < groups; ++gg)
+            k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
+              k.storeF(out,
+                       k.iadd(k.imul(k.iadd(k.imul(k.c(gg), T), t), MB), blk),
+                       negInf, k.f32);
+            });
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          SmallVector<SmallVector<Value>> qv;
+          for (int64_t gg = 0; gg < groups; ++gg) {
+            Value off =
+                k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
+                       k.imul(part, k.c(8)));
+            SmallVector<Value> v;
+            for (int64_t e = 0; e < 8; ++e)
+              v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
+            qv.push_back(v);
+          }
+          Value phys = pageOf(k, table, seq, blk);
+          Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
+          SmallVector<Value> init(groups, negInf);
+          SmallVector<Value> m = k.reduceN(
+              k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
+              [&](Value it, ValueRange acc) -> SmallVector<Value> {
+                Value slot =
+                    k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
+                Value j = k.iadd(k.imul(blk, k.c(page)), slot);
+                Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
+                                    k.imul(part, k.c(8)));
+                SmallVector<Value> kv = g.load8(cache, koff, ce);
+                Value valid = k.icmp(CmpI::sle, j, p);
+                SmallVector<Value> next;
+                for (int64_t gg = 0; gg < groups; ++gg) {
+                  Value s = k.mul(kv[0], qv[gg][0]);
+                  for (int64_t e = 1; e < 8; ++e)
+                    s = k.add(s, k.mul(kv[e], qv[gg][e]));
+                  s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
+                  // A NaN score never wins the max-pool.
+                  Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
+                  next.push_back(k.select(better, s, acc[gg]));
+                }
+                return next;
+              });
+          for (int64_t gg = 0; gg < groups; ++gg) {
+            Value v = m[gg];
+            for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
+              Value o = g.shflXor(v, off);
+              v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
+            }
+            k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+              k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
+                       k.f32);
+            });
+          }
+          g.sync();
+          k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(groups)), [&] {
+            Value r = negInf;
+            for (int64_t wi = 0; wi < g.warps; ++wi) {
+              Value v =
+                  k.loadF(partial, k.iadd(k.c(wi * groups), g.tid), k.f32);
+              r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
+            }
+            k.storeF(out, k.iadd(k.imul(k.iadd(k.imul(g.tid, T), t), MB), blk),
+                     r, k.f32);
+          });
+          g.sync();
+          return {};
+        });
+  });
+}
+
+/// The tensor-core indexer: index queries bf16, index keys bf16, dI a
+/// multiple of 32, at most 8 index heads.
+bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  const int64_t d = type.getHeadDim(),
+                groups = shapeOf(op.getIndexQueries())[1];
+  return type.getHeads() == 1 && d % 32 == 0 && d <= 256 && groups <= 8 &&
+         elementOf(op.getIndexQueries()).isBF16() &&
+         type.getElementType().isBF16() &&
+         type.getPageSize() % ((threads / kWarp) * 8) == 0;
+}
+
+/// out[g, t, b] as indexScoreKernel, with S = Q K^T on tensor cores: one
+/// CTA per (t, b); each warp takes 8-key tiles of the block. The index
+/// heads are the rows of the A tile (rows past G are zero). The dI
+/// channels are assigned to the k positions of the mma so that each lane
+/// reads dI/8 consecutive 32-bit words of a key (16-byte loads, all issued
+/// before the first mma); Q uses the same assignment, which leaves the dot
+/// products unchanged.
+void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
+  KB &k = g.k;
+  Value q = k.ptr(0), cache = k.ptr(1), table = k.ptr(2), seqs = k.ptr(3),
+        pos = k.ptr(4), out = k.ptr(5);
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  const int64_t groups = shapeOf(op.getIndexQueries())[1],
+                d = type.getHeadDim(), page = type.getPageSize();
+  const int64_t words = d / 8;                // per lane, per key
+  const int64_t tiles = page / (g.warps * 8); // 8-key tiles per warp
+  const float scale = op.getScale().convertToFloat();
+  Value T = k.scalar(0), MB = k.scalar(2);
+  Value partial = g.shared(k.f32, g.warps * groups);
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value negInf = k.cf(-INFINITY);
+  auto vec4 = VectorType::get({4}, k.i32);
+
+  g.ctaLoop(k.imul(T, MB), [&](Value w) {
+    Value t = k.idiv(w, MB), blk = k.irem(w, MB);
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
+    g.ifElse(
+        past, {},
+        [&]() -> SmallVector<Value> {
+          for (int64_t gg = 0; gg < groups; ++gg)
+            k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
+              k.storeF(out,
+                       k.iadd(k.imul(k.iadd(k.imul(k.c(gg), T), t), MB), blk),
+                       negInf, k.f32);
+            });
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          // Q words of this lane: row `row` (an index head), words
+          // quad * words + i.
+          Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
+          Value qRow =
+              k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
+          Value qBase =
+              k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
+          SmallVector<Value> qw;
+          for (int64_t i = 0; i < words; ++i)
+            qw.push_back(k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))),
+                                  g.ci32(0)));
+          Value zero = g.ci32(0);
+          Value phys = pageOf(k, table, seq, blk);
+          // All key words first.
+          SmallVector<SmallVector<Value>> kw(tiles);
+          for (int64_t j = 0; j < tiles; ++j) {
+            Value slot = k.iadd(
+                k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
+                row);
+            Value base =
+                k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
+                       k.imul(quad, k.c(words)));
+            for (int64_t v = 0; v < words / 4; ++v) {
+              Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
+              Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
+              for (int64_t e = 0; e < 4; ++e)
+                kw[j].push_back(
+                    LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+            }
+          }
+          Value m = negInf;
+          for (int64_t j = 0; j < tiles; ++j) {
+            SmallVector<Value> c(4, k.cf(0));
+            for (int64_t ks = 0; ks < d / 16; ++ks)
+              c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
+                        {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
+            for (int64_t e = 0; e < 2; ++e) {
+              Value slot = k.iadd(
+                  k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
+                  k.iadd(k.imul(quad, k.c(2)), k.c(e)));
+              Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
+              Value sc = k.mul(c[e], k.cf(scale));
+              // A NaN score never wins the max-pool.
+              Value better =
+                  g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
+              m = k.select(better, sc, m);
+            }
+          }
+          for (int64_t off : {1, 2}) {
+            Value o = g.shflXor(m, off);
+            m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
+          }
+          k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
+            k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m,
+                     k.f32);
+          });
+          g.sync();
+          k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(groups)), [&] {
+            Value r = negInf;
+            for (int64_t wi = 0; wi < g.warps; ++wi) {
+              Value v =
+                  k.loadF(partial, k.iadd(k.c(wi * groups), g.tid), k.f32);
+              r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
+            }
+            k.storeF(out, k.iadd(k.imul(k.iadd(k.imul(g.tid, T), t), MB), blk),
+                     r, k.f32);
+          });
+          g.sync();
+          return {};
+        });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Block top-k
+//===----------------------------------------------------------------------===//
+
+bool blockTopKFits(msa::BlockTopKOp op, int64_t threads) {
+  return static_cast<int64_t>(op.getK()) <= threads;
+}
+
+/// Sorts the candidates of a top-k row (block init + i has score
+/// scores[srow + init + i] for i < count <= kSortBlocks) by (key
+/// descending, block ascending), NaN ranked as -inf, with a bitonic network
+/// in shared memory over the next power of two (padding (-inf,
+/// INT32_MAX)), and writes the first `slots` blocks to out[orow + init...].
+void bitonicTopK(GK &g, Value scores, Value srow, int64_t init, Value count,
+                 Value out, Value orow, int64_t slots, Value sortKey,
+                 Value sortBlk) {
+  KB &k = g.k;
+  Value negInf = k.cf(-INFINITY);
+  auto better = [&](Value ka, Value ba, Value kb, Value bb) {
+    return g.orI(k.fcmp(CmpF::OGT, ka, kb),
+                 g.andI(k.fcmp(CmpF::OEQ, ka, kb), k.icmp(CmpI::slt, ba, bb)));
+  };
+  // n2 = the smallest power of two >= count (1 when count <= 1).
+  Value c64 = k.toI64(g.isub(g.imin(count, k.c(kSortBlocks)), k.c(1)));
+  Value lz = LLVM::CountLeadingZerosOp::create(k.b, k.loc, k.i64, c64,
+                                               k.b.getBoolAttr(false));
+  Value log2 = arith::IndexCastOp::create(
+      k.b, k.loc, k.b.getIndexType(),
+      arith::SubIOp::create(
+          k.b, k.loc,
+          arith::ConstantOp::create(k.b, k.loc, k.b.getI64IntegerAttr(64)),
+          lz));
+  Value n2 = arith::ShLIOp::create(k.b, k.loc, k.c(1), log2);
+  g.strided(g.tid, n2, [&](Value i) {
+    Value real = k.icmp(CmpI::slt, i, count);
+    Value blk = k.iadd(k.c(init), i);
+    Value sc =
+        k.loadF(scores, k.iadd(srow, k.select(real, blk, k.c(init))), k.f32);
+    Value key = k.select(k.fcmp(CmpF::UNO, sc, sc), negInf, sc);
+    k.storeF(sortKey, i, k.select(real, key, negInf), k.f32);
+    k.storeIndex(sortBlk, i, k.select(real, blk, k.c(INT32_MAX)));
+  });
+  g.sync();
+  k.loop(k.c(1), k.iadd(log2, k.c(1)), [&](Value ls) {
+    Value size = arith::ShLIOp::create(k.b, k.loc, k.c(1), ls);
+    k.loop(k.c(0), ls, [&](Value r) {
+      Value stride = arith::ShLIOp::create(k.b, k.loc, k.c(1),
+                                           g.isub(g.isub(ls, k.c(1)), r));
+      g.strided(g.tid, k.idiv(n2, k.c(2)), [&](Value i) {
+        Value lo = k.iadd(k.imul(k.imul(k.idiv(i, stride), stride), k.c(2)),
+                          k.irem(i, stride));
+        Value hi = k.iadd(lo, stride);
+        Value ka = k.loadF(sortKey, lo, k.f32), ba = k.loadIndex(sortBlk, lo);
+        Value kb = k.loadF(sortKey, hi, k.f32), bb = k.loadIndex(sortBlk, hi);
+        Value hiBetter = better(kb, bb, ka, ba);
+        // Ascending runs ((lo & size) == 0) put the better one first.
+        Value up = g.eq(arith::AndIOp::create(k.b, k.loc, lo, size), k.c(0));
+        k.ifThen(k.select(up, hiBetter, g.notI(hiBetter)), [&] {
+          k.storeF(sortKey, lo, kb, k.f32);
+          k.storeIndex(sortBlk, lo, bb);
+          k.storeF(sortKey, hi, ka, k.f32);
+          k.storeIndex(sortBlk, hi, ba);
+        });
+      });
+      g.sync();
+    });
+  });
+  k.ifThen(k.icmp(CmpI::slt, g.tid, k.c(slots)), [&] {
+    k.storeIndex(out, k.iadd(orow, k.iadd(g.tid, k.c(init))),
+                 k.loadIndex(sortBlk, g.tid));
+  });
+  g.sync();
+}
+
+/// One CTA per (g, t) row. The selection is the host's repeated arg-max
+/// (higher score first, lower block id on ties, NaN ranked as -inf): round
+/// r takes the best candidate ranked after round r-1's winner in that total
+/// order. Rows of up to kSortBlocks candidates are sorted by that order
+/// (bitonicTopK) and the selection read off the front;
+/// longer rows take repeated arg-max rounds: round r takes the best
+/// candidate ranked after round r-1's winner (no taken-set needed),
+/// reduced over the warp with shuffles, then over the warps through shared
+/// memory.
+void blockTopKKernel(GK &g, msa::BlockTopKOp op) {
+  KB &k = g.k;
+  Value scores = k.ptr(0), pos = k.ptr(1), out = k.ptr(2);
+  const int64_t groups = shapeOf(op.getBlockScores())[0], kk = op.getK(),
+                bs = op.getBlockSize(), local = op.getLocalBlocks(),
+                init = op.getInitBlocks();
+  Value T = k.scalar(0), MB = k.scalar(2);
+  Value negInf = k.cf(-INFINITY);
+  Value keyS = g.shared(k.f32, g.warps), blkS = g.shared(k.i32, g.warps);
+  Value sortKey = g.shared(k.f32, kSortBlocks),
+        sortBlk = g.shared(k.i32, kSortBlocks);
+  // The better of two candidates (key, blk); blk -1 is "none".
+  auto better = [&](Value ok, Value ob, Value bk, Value bb) {
+    return g.andI(
+        g.notI(g.eq(ob, k.c(-1))),
+        g.orI(g.eq(bb, k.c(-1)), g.orI(k.fcmp(CmpF::OGT, ok, bk),
+                                       g.andI(k.fcmp(CmpF::OEQ, ok, bk),
+                                              k.icmp(CmpI::slt, ob, bb)))));
+  };
+  g.ctaLoop(k.imul(k.c(groups), T), [&](Value item) {
+    Value gg = k.idiv(item, T), t = k.irem(item, T);
+    Value L = k.idiv(k.loadIndex(pos, t), k.c(bs));
+    Value n = k.iadd(L, k.c(1));
+    Value orow = k.imul(item, k.c(kk));
+    Value srow = k.imul(k.iadd(k.imul(gg, T), t), MB);
+    Value many = k.icmp(CmpI::sgt, n, k.c(kk));
+    g.ifElse(
+        many, {},
+        [&]() -> SmallVector<Value> {
+          Value tid0 = g.eq(g.tid, k.c(0));
+          for (int64_t i = 0; i < init; ++i)
+            k.ifThen(tid0,
+                     [&] { k.storeIndex(out, k.iadd(orow, k.c(i)), k.c(i)); });
+          for (int64_t i = 0; i < local; ++i)
+            k.ifThen(tid0, [&] {
+              k.storeIndex(out, k.iadd(orow, k.c(kk - local + i)),
+                           k.iadd(L, k.c(i - local + 1)));
+            });
+          // Candidates: blocks init .. L - local; thread i takes
+          // first + i, first + i + threads, ...
+          Value first = k.iadd(k.c(init), g.tid);
+          Value last = k.iadd(L, k.c(1 - local));
+          auto keyOf = [&](Value blk) {
+            Value sc = k.loadF(scores, k.iadd(srow, blk), k.f32);
+            return k.select(k.fcmp(CmpF::UNO, sc, sc), negInf, sc);
+          };
+          // The candidate (key, blk) against the running best (bk, bb),
+          // given the previous round's winner.
+          auto consider = [&](Value key, Value blk, Value exists, Value prevKey,
+                              Value prevBlk, Value bk,
+                              Value bb) -> std::pair<Value, Value> {
+            Value after = g.orI(k.fcmp(CmpF::OLT, key, prevKey),
+                                g.andI(k.fcmp(CmpF::OEQ, key, prevKey),
+                                       k.icmp(CmpI::sgt, blk, prevBlk)));
+            Value take = g.andI(
+                exists, g.andI(after, g.orI(g.eq(bb, k.c(-1)),
+                                            k.fcmp(CmpF::OGT, key, bk))));
+            return {k.select(take, key, bk), k.select(take, blk, bb)};
+          };
+          // Rounds over a thread-local scan `scan(prevKey, prevBlk)`.
+          auto rounds = [&](const std::function<std::pair<Value, Value>(
+                                Value, Value)> &scan) {
+            Value prevKey = k.cf(INFINITY), prevBlk = k.c(-1);
+            for (int64_t slot = init; slot < kk - local; ++slot) {
+              auto [bk0, bb0] = scan(prevKey, prevBlk);
+              Value bk = bk0, bb = bb0;
+              for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
+                Value ok = g.shflXor(bk, off), ob = g.shflXor(bb, off);
+                Value take = better(ok, ob, bk, bb);
+                bk = k.select(take, ok, bk);
+                bb = k.select(take, ob, bb);
+              }
+              k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+                k.storeF(keyS, g.warp, bk, k.f32);
+                k.storeIndex(blkS, g.warp, bb);
+              });
+              g.sync();
+              bk = negInf;
+              bb = k.c(-1);
+              for (int64_t w = 0; w < g.warps; ++w) {
+                Value ok = k.loadF(keyS, k.c(w), k.f32);
+                Value ob = k.loadIndex(blkS, k.c(w));
+                Value take = better(ok, ob, bk, bb);
+                bk = k.select(take, ok, bk);
+                bb = k.select(take, ob, bb);
+              }
+              g.sync();
+              k.ifThen(tid0,
+                       [&] { k.storeIndex(out, k.iadd(orow, k.c(slot)), bb); });
+              prevKey = bk;
+              prevBlk = bb;
+            }
+          };
+          // Up to kSortBlocks candidates: one bitonic sort by (key
+          // descending, block ascending) of kSortBlocks elements, padded
+          // with (-inf, INT32_MAX), the selection read off the front.
+          Value count = g.isub(last, k.c(init));
+          Value fits = k.icmp(CmpI::sle, count, k.c(kSortBlocks));
+          g.ifElse(
+              fits, {},
+              [&]() -> SmallVector<Value> {
+                bitonicTopK(g, scores, srow, init, count, out, orow,
+                            kk - local - init, sortKey, sortBlk);
+                return {};
+              },
+              [&]() -> SmallVector<Value> {
+                rounds([&](Value prevKey,
+                           Value prevBlk) -> std::pair<Value, Value> {
+                  auto loop = scf::ForOp::create(k.b, k.loc, first, last,
+                                                 k.c(g.threads),
+                                                 ValueRange{negInf, k.c(-1)});
+                  OpBuilder::InsertionGuard guard(k.b);
+                  k.b.setInsertionPointToEnd(loop.getBody());
+                  Value blk = loop.getInductionVar();
+                  auto [bk, bb] = consider(keyOf(blk), blk, g.i1(true), prevKey,
+                                           prevBlk, loop.getRegionIterArgs()[0],
+                                           loop.getRegionIterArgs()[1]);
+                  scf::YieldOp::create(k.b, k.loc, ValueRange{bk, bb});
+                  return {loop.getResult(0), loop.getResult(1)};
+                });
+                return {};
+              });
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          // n <= k: blocks 0..L in order, then -1.
+          k.ifThen(k.icmp(CmpI::slt, g.tid, k.c(kk)), [&] {
+            Value valid = k.icmp(CmpI::slt, g.tid, n);
+            k.storeIndex(out, k.iadd(orow, g.tid),
+                         k.select(valid, g.tid, k.c(-1)));
+          });
+          return {};
+        });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Split-KV attention (sparse and dense)
+//===----------------------------------------------------------------------===//
+
+struct AttentionShape {
+  int64_t hq, hkv, d, page, group, chunks, slotsPerChunk;
+};
+
+AttentionShape attentionShape(Operation *op) {
+  AttentionShape s;
+  ArrayRef<int64_t> qs = shapeOf(op->getOperand(0));
+  auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
+  s.hq = qs[1];
+  s.d = qs[2];
+  s.hkv = type.getHeads();
+  s.page = type.getPageSize();
+  s.group = s.hq / s.hkv;
+  if (auto sparse = dyn_cast<msa::SparseAttentionOp>(op)) {
+    int64_t kk = shapeOf(sparse.getBlockIds())[2];
+    s.chunks = std::min(kk, kSparseChunks);
+    s.slotsPerChunk = (kk + s.chunks - 1) / s.chunks;
+  } else {
+    s.chunks = kDenseChunks;
+    s.slotsPerChunk = 0; // from the token's position
+  }
+  return s;
+}
+
+/// One 16-key group `grp` of block `blk` for this warp: S = Q K^T, online
+/// softmax update of (max, partial sum) per row, O = O * alpha + P V.
+/// `st` is (O fragments, max r, max r+8, sum r, sum r+8).
+///
+/// The k positions of S = Q K^T are assigned to channels so that lane
+/// (row n, quad q) reads words [q W, q W + W) of key n (W = D / 8); the O
+/// tile columns so that lane (n, q) reads channels [n D/8, (n+1) D/8) of a
+/// V row: every lane reads contiguous 16-byte pieces, all issued before the
+/// first mma. `qa` follows the same assignment.
+SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
+                                  Value blk, Value phys, Value p, Value kvHead,
+                                  msa::PagedCacheType type, Value kc, Value vc,
+                                  ArrayRef<SmallVector<Value>> qa, float scale,
+                                  ValueRange st) {
+  KB &k = g.k;
+  const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
+  const int64_t kWords = d / 8, vWords = d / 16;
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value negInf = k.cf(-INFINITY);
+  Value key0 = k.imul(grp, k.c(16)); // slot of the group's first key
+  auto rowWord = [&](Value key) {
+    return k.idiv(cacheOffset(k, phys, kvHead, key, type), k.c(2));
+  };
+  // Loads: K words of keys key0 + row and key0 + 8 + row; V channels of
+  // keys key0 + 2q, +1, +8, +9.
+  SmallVector<SmallVector<Value>> kw;
+  for (int64_t nt = 0; nt < 2; ++nt)
+    kw.push_back(
+        g.loadWords(kc,
+                    k.iadd(rowWord(k.iadd(key0, k.iadd(k.c(nt * 8), row))),
+                           k.imul(quad, k.c(kWords))),
+                    kWords, kWords % 4 == 0));
+  SmallVector<SmallVector<Value>> vw;
+  for (int64_t dk : {0, 1, 8, 9})
+    vw.push_back(g.loadWords(
+        vc,
+        k.iadd(rowWord(k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))))),
+               k.imul(row, k.c(vWords))),
+        vWords, vWords % 4 == 0));
+  // S fragments of the two 8-key tiles.
+  SmallVector<Value> sv; // [tile][4]
+  for (int64_t nt = 0; nt < 2; ++nt) {
+    SmallVector<Value> c(4, k.cf(0));
+    for (int64_t ks = 0; ks < kSteps; ++ks)
+      c = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]}, c);
+    // Columns of c0/c1 (and c2/c3): keys 2 * quad, 2 * quad + 1.
+    for (int64_t e = 0; e < 4; ++e) {
+      Value slot =
+          k.iadd(key0, k.iadd(k.c(nt * 8 + e % 2), k.imul(quad, k.c(2))));
+      Value at = k.iadd(k.imul(blk, k.c(s.page)), slot);
+      Value valid = k.icmp(CmpI::sle, at, p);
+      sv.push_back(k.select(valid, k.mul(c[e], k.cf(scale)), negInf));
+    }
+  }
+  SmallVector<Value> out(st.begin(), st.end());
+  Value alpha[2];
+  for (int64_t half = 0; half < 2; ++half) {
+    // Row `row` holds c0, c1 of both tiles; row `row + 8` c2, c3.
+    int64_t e0 = half * 2;
+    Value mt =
+        k.maxf(k.maxf(sv[e0], sv[e0 + 1]), k.maxf(sv[4 + e0], sv[4 + e0 + 1]));
+    for (int64_t off : {1, 2})
+      mt = k.maxf(mt, g.shflXor(mt, off));
+    Value mOld = st[nTiles * 4 + half];
+    Value mNew = k.maxf(mOld, mt);
+    alpha[half] = k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(1),
+                           k.exp(k.sub(mOld, mNew)));
+    Value sum = k.mul(st[nTiles * 4 + 2 + half], alpha[half]);
+    for (int64_t nt = 0; nt < 2; ++nt)
+      for (int64_t e = e0; e < e0 + 2; ++e) {
+        Value &v = sv[nt * 4 + e];
+        v = k.select(k.fcmp(CmpF::OEQ, v, negInf), k.cf(0),
+                     k.exp(k.sub(v, mNew)));
+        sum = k.add(sum, v);
+      }
+    out[nTiles * 4 + half] = mNew;
+    out[nTiles * 4 + 2 + half] = sum;
+  }
+  // P as the A operand (16 rows x 16 keys), split into a bf16 head and a
+  // bf16 tail (P - head): two products keep P to about 16 bits, which the
+  // host's FP32 reference needs (one bf16 P alone is 8 bits).
+  SmallVector<Value> head, tail;
+  for (int64_t i = 0; i < 8; ++i) {
+    head.push_back(g.roundTo(sv[i], k.b.getBF16Type()));
+    tail.push_back(k.sub(sv[i], head.back()));
+  }
+  auto pack = [&](ArrayRef<Value> v) -> SmallVector<Value> {
+    return {g.packBF16(v[0], v[1]), g.packBF16(v[2], v[3]),
+            g.packBF16(v[4], v[5]), g.packBF16(v[6], v[7])};
+  };
+  SmallVector<Value> pa = pack(head), pb = pack(tail);
+  // V as B (keys x channels, column-major): channel `nt` of this lane's
+  // piece of two keys per register.
+  auto half16 = [&](Value word, int64_t which) -> Value {
+    Value v =
+        which ? arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(16)) : word;
+    return arith::TruncIOp::create(k.b, k.loc, k.i16, v);
+  };
+  for (int64_t nt = 0; nt < nTiles; ++nt) {
+    auto vword = [&](int64_t a, int64_t b) {
+      return g.packBits(half16(vw[a][nt / 2], nt % 2),
+                        half16(vw[b][nt / 2], nt % 2));
+    };
+    SmallVector<Value> c = {
+        k.mul(st[nt * 4], alpha[0]), k.mul(st[nt * 4 + 1], alpha[0]),
+        k.mul(st[nt * 4 + 2], alpha[1]), k.mul(st[nt * 4 + 3], alpha[1])};
+    Value b0 = vword(0, 1), b1 = vword(2, 3);
+    c = g.mma(pa, {b0, b1}, c);
+    c = g.mma(pb, {b0, b1}, c);
+    for (int64_t e = 0; e < 4; ++e)
+      out[nt * 4 + e] = c[e];
+  }
+  return out;
+}
+
+bool attentionFits(Operation *op, int64_t threads) {
+  if (op->getNumResults() != 1 && !op->getResult(1).use_empty())
+    return false;
+  AttentionShape s = attentionShape(op);
+  auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
+  auto vtype = cast<msa::PagedCacheType>(op->getOperand(2).getType());
+  if (!type.getElementType().isBF16() || !vtype.getElementType().isBF16())
+    return false;
+  Type qe = elementOf(op->getOperand(0));
+  if (!qe.isBF16() && !qe.isF32())
+    return false;
+  const int64_t warps = threads / kWarp;
+  return s.d % 32 == 0 && s.d <= 256 && s.group <= 16 &&
+         s.page % (warps * 16) == 0;
+}
+
+/// Work item (t, g, c): the query heads of KV head g of token t (the rows
+/// of a 16-row tensor-core tile; rows past the group are zero) over chunk c
+/// of the token's blocks. Each warp takes 16-key groups of every block of
+/// the chunk: S = Q K^T by mma.sync m16n8k16 (bf16 in, FP32 out) from
+/// registers (Q) and global memory (K), online softmax on the accumulator
+/// fragments, O += P V by mma.sync with P repacked from the S fragments.
+/// The warps' (O, max, sum) are combined in shared memory into the chunk's
+/// partial (unnormalized O, max, sum) in the workspace; part 1
+/// (attentionCombineKernel) combines the chunks. P enters the P.V product
+/// as the sum of two bf16 terms (see attentionGroup).
+void attentionKernel(GK &g, Operation *op) {
+  KB &k = g.k;
+  const bool sparse = isa<msa::SparseAttentionOp>(op);
+  AttentionShape s = attentionShape(op);
+  Value q = k.ptr(0), kc = k.ptr(1), vc = k.ptr(2), table = k.ptr(3),
+        seqs = k.ptr(4), pos = k.ptr(5);
+  const int base = sparse ? 7 : 6;
+  Value ids = sparse ? k.ptr(6) : Value();
+  Value ws = k.ptr(base + 1);
+  auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
+  const float scale =
+      sparse ? cast<msa::SparseAttentionOp>(op).getScale().convertToFloat()
+             : cast<msa::DenseAttentionOp>(op).getScale().convertToFloat();
+  const int64_t kk = sparse ? shapeOf(op->getOperand(6))[2] : 0;
+  Type qe = elementOf(op->getOperand(0));
+  const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
+  const int64_t groupsPerBlock = s.page / 16;
+  Value T = k.scalar(0);
+  Value oS = g.shared(k.f32, g.warps * 16 * d);
+  Value mS = g.shared(k.f32, g.warps * 16), lS = g.shared(k.f32, g.warps * 16);
+  Value negInf = k.cf(-INFINITY);
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value row8 = k.iadd(row, k.c(8));
+
+  g.ctaLoop(k.imul(T, k.c(s.hkv * s.chunks)), [&](Value w) {
+    Value t = k.idiv(w, k.c(s.hkv * s.chunks));
+    Value kvHead = k.irem(k.idiv(w, k.c(s.chunks)), k.c(s.hkv));
+    Value chunk = k.irem(w, k.c(s.chunks));
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    Value qHead0 = k.imul(kvHead, k.c(s.group));
+    // Q fragments (A, row-major 16 x 16 per k-step): rows `row`, `row + 8`,
+    // columns 2 * quad (+ 8).
+    // Channels 2w, 2w + 1 of head row `r` as a bf16 pair, for the word
+    // w = quad * D/8 + i the k positions are assigned (attentionGroup).
+    auto qWord = [&](Value r, int64_t i) -> Value {
+      Value inGroup = k.icmp(CmpI::ult, r, k.c(s.group));
+      Value head = k.iadd(qHead0, g.imin(r, k.c(s.group - 1)));
+      Value at =
+          k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(d)),
+                 k.imul(k.iadd(k.imul(quad, k.c(d / 8)), k.c(i)), k.c(2)));
+      Value word =
+          g.packBF16(k.loadF(q, at, qe), k.loadF(q, k.iadd(at, k.c(1)), qe));
+      return k.select(inGroup, word, g.ci32(0));
+    };
+    SmallVector<SmallVector<Value>> qa;
+    if (qe.isBF16()) {
+      // bf16 queries: the lane's D/8 words of each row, 16-byte loads.
+      auto rowWords = [&](Value r) {
+        Value inGroup = k.icmp(CmpI::ult, r, k.c(s.group));
+        Value head = k.iadd(qHead0, g.imin(r, k.c(s.group - 1)));
+        Value at =
+            k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(d / 2)),
+                   k.imul(quad, k.c(d / 8)));
+        SmallVector<Value> w = g.loadWords(q, at, d / 8, (d / 8) % 4 == 0);
+        for (Value &x : w)
+          x = k.select(inGroup, x, g.ci32(0));
+        return w;
+      };
+      SmallVector<Value> lo = rowWords(row), hi = rowWords(row8);
+      for (int64_t ks = 0; ks < kSteps; ++ks)
+        qa.push_back({lo[2 * ks], hi[2 * ks], lo[2 * ks + 1], hi[2 * ks + 1]});
+    } else {
+      for (int64_t ks = 0; ks < kSteps; ++ks)
+        qa.push_back({qWord(row, 2 * ks), qWord(row8, 2 * ks),
+                      qWord(row, 2 * ks + 1), qWord(row8, 2 * ks + 1)});
+    }
+
+    // Blocks of this chunk: slots [lo, hi).
+    Value lo, hi;
+    if (sparse) {
+      lo = g.imin(k.imul(chunk, k.c(s.slotsPerChunk)), k.c(kk));
+      hi = g.imin(k.iadd(lo, k.c(s.slotsPerChunk)), k.c(kk));
+    } else {
+      Value nb = k.iadd(k.idiv(p, k.c(s.page)), k.c(1));
+      Value per = k.idiv(k.iadd(nb, k.c(s.chunks - 1)), k.c(s.chunks));
+      lo = g.imin(k.imul(chunk, per), nb);
+      hi = g.imin(k.iadd(lo, per), nb);
+    }
+    // Loop state: O fragments (4 per 8-channel tile), then max and
+    // partial sum of rows `row` and `row + 8`.
+    SmallVector<Value> init(nTiles * 4, k.cf(0));
+    init.append({negInf, negInf, k.cf(0), k.cf(0)});
+    SmallVector<Type> types(init.size(), k.f32);
+    SmallVector<Value> st = k.reduceN(
+        lo, hi, init, [&](Value slot, ValueRange in) -> SmallVector<Value> {
+          Value blk = slot;
+          if (sparse)
+            blk = k.loadIndex(
+                ids,
+                k.iadd(k.imul(k.iadd(k.imul(kvHead, T), t), k.c(kk)), slot));
+          return g.ifElse(
+              k.icmp(CmpI::sge, blk, k.c(0)), types,
+              [&]() -> SmallVector<Value> {
+                Value phys = pageOf(k, table, seq, blk);
+                Value first = k.iadd(g.warp, k.c(0));
+                auto loop = scf::ForOp::create(
+                    k.b, k.loc, first, k.c(groupsPerBlock), k.c(g.warps), in);
+                OpBuilder::InsertionGuard guard(k.b);
+                k.b.setInsertionPointToEnd(loop.getBody());
+                SmallVector<Value> next = attentionGroup(
+                    g, s, loop.getInductionVar(), blk, phys, p, kvHead, type,
+                    kc, vc, qa, scale, loop.getRegionIterArgs());
+                scf::YieldOp::create(k.b, k.loc, next);
+                return SmallVector<Value>(loop.getResults());
+              },
+              [&]() -> SmallVector<Value> {
+                return SmallVector<Value>(in.begin(), in.end());
+              });
+        });
+    // Full row sums (the four lanes of a quad hold a row's partial sums).
+    Value l0 = st[nTiles * 4 + 2], l1 = st[nTiles * 4 + 3];
+    for (int64_t off : {1, 2}) {
+      l0 = k.add(l0, g.shflXor(l0, off));
+      l1 = k.add(l1, g.shflXor(l1, off));
+    }
+    // Warps' partials to shared memory.
+    Value wRow = k.imul(g.warp, k.c(16));
+    for (int64_t nt = 0; nt < nTiles; ++nt)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value r = e < 2 ? row : row8;
+        // Column n = 2 quad + e % 2 of O tile nt is channel n * D/8 + nt.
+        Value col = k.iadd(
+            k.imul(k.iadd(k.imul(quad, k.c(2)), k.c(e % 2)), k.c(nTiles)),
+            k.c(nt));
+        k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col),
+                 st[nt * 4 + e], k.f32);
+      }
+    k.ifThen(g.eq(quad, k.c(0)), [&] {
+      k.storeF(mS, k.iadd(wRow, row), st[nTiles * 4], k.f32);
+      k.storeF(mS, k.iadd(wRow, row8), st[nTiles * 4 + 1], k.f32);
+      k.storeF(lS, k.iadd(wRow, row), l0, k.f32);
+      k.storeF(lS, k.iadd(wRow, row8), l1, k.f32);
+    });
+    g.sync();
+    // This chunk's (acc, max, sum) per head, combining the warps.
+    auto rowOf = [&](Value h) {
+      return k.imul(
+          k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), k.iadd(qHead0, h)),
+                        k.c(s.chunks)),
+                 chunk),
+          k.c(d + 2));
+    };
+    g.strided(g.tid, k.c(s.group * d), [&](Value e) {
+      Value h = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d));
+      Value m = negInf;
+      for (int64_t wi = 0; wi < g.warps; ++wi)
+        m = k.maxf(m, k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32));
+      Value acc = k.cf(0), sum = k.cf(0);
+      for (int64_t wi = 0; wi < g.warps; ++wi) {
+        Value mw = k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32);
+        Value lw = k.loadF(lS, k.iadd(k.c(wi * 16), h), k.f32);
+        Value wgt = k.select(k.fcmp(CmpF::OGT, lw, k.cf(0)),
+                             k.exp(k.sub(mw, m)), k.cf(0));
+        acc = k.add(
+            acc,
+            k.mul(wgt,
+                  k.loadF(oS,
+                          k.iadd(k.imul(k.iadd(k.c(wi * 16), h), k.c(d)), c),
+                          k.f32)));
+        sum = k.add(sum, k.mul(wgt, lw));
+      }
+      Value r = rowOf(h);
+      k.storeF(ws, k.iadd(r, c), acc, k.f32);
+      k.ifThen(g.eq(c, k.c(0)), [&] {
+        k.storeF(ws, k.iadd(r, k.c(d)), m, k.f32);
+        k.storeF(ws, k.iadd(r, k.c(d + 1)), sum, k.f32);
+      });
+    });
+    g.sync();
+  });
+}
+
+/// Part 1 of the attention kernel: out[t, h, c] = sum_chunks exp(m_k - M)
+/// acc_k[c] / sum_chunks exp(m_k - M) l_k over the chunks with l_k > 0
+/// (M = max m_k); 0 when no key was visible. One thread per output.
+void attentionCombineKernel(GK &g, Operation *op) {
+  KB &k = g.k;
+  const bool sparse = isa<msa::SparseAttentionOp>(op);
+  AttentionShape s = attentionShape(op);
+  const int base = sparse ? 7 : 6;
+  Value out = k.ptr(base), ws = k.ptr(base + 1);
+  Type oe = elementOf(op->getResult(0));
+  const int64_t d = s.d;
+  Value negInf = k.cf(-INFINITY);
+  threadLoop(g, k.imul(k.scalar(0), k.c(s.hq * d)), [&](Value e) {
+    Value th = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d)); // th = t * hq + h
+    Value row0 = k.imul(th, k.c(s.chunks));
+    SmallVector<Value> m, l, acc;
+    for (int64_t ch = 0; ch < s.chunks; ++ch) {
+      Value r = k.imul(k.iadd(row0, k.c(ch)), k.c(d + 2));
+      m.push_back(k.loadF(ws, k.iadd(r, k.c(d)), k.f32));
+      l.push_back(k.loadF(ws, k.iadd(r, k.c(d + 1)), k.f32));
+      acc.push_back(k.loadF(ws, k.iadd(r, c), k.f32));
+    }
+    Value mx = negInf;
+    for (int64_t ch = 0; ch < s.chunks; ++ch)
+      mx = k.maxf(mx, m[ch]);
+    Value num = k.cf(0), den = k.cf(0);
+    for (int64_t ch = 0; ch < s.chunks; ++ch) {
+      Value wgt = k.select(k.fcmp(CmpF::OGT, l[ch], k.cf(0)),
+                           k.exp(k.sub(m[ch], mx)), k.cf(0));
+      num = k.add(num, k.mul(wgt, acc[ch]));
+      den = k.add(den, k.mul(wgt, l[ch]));
+    }
+    // No visible key: output 0.
+    Value denom = k.select(k.fcmp(CmpF::OGT, den, k.cf(0)), den, k.cf(1));
+    k.storeF(out, e, k.div(num, denom), oe);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix-vector products: linear and logits
+//===----------------------------------------------------------------------===//
+
+bool rowsDotFits(Operation *op, int64_t threads) {
+  Value w = isa<msa::LogitsOp>(op) ? op->getOperand(2) : op->getOperand(1);
+  Value x = op->getOperand(0);
+  Type we = elementOf(w), xe = elementOf(x);
+  return threads % kWarp == 0 && (we.isBF16() || we.isF32()) &&
+         (xe.isBF16() || xe.isF32());
+}
+
+/// out[r, j] = x[row(r)] . w[j] for r < R, j < Nout. One warp per
+/// (tile of kRowTile rows, j): lanes stride over the inner dimension (8
+/// channels each with 16-byte loads when it is a multiple of 256), then a
+/// butterfly sum.
+void rowsDotKernel(GK &g, Operation *op) {
+  KB &k = g.k;
+  const bool logits = isa<msa::LogitsOp>(op);
+  Value x = k.ptr(0), idx = logits ? k.ptr(1) : Value(),
+        w = k.ptr(logits ? 2 : 1), out = k.ptr(logits ? 3 : 2);
+  Value wv = op->getOperand(logits ? 2 : 1);
+  const int64_t inner = shapeOf(wv)[1], nOut = shapeOf(wv)[0];
+  Type xe = elementOf(op->getOperand(0)), we = elementOf(wv),
+       oe = elementOf(op->getResult(0));
+  const bool vec = inner % (kWarp * 8) == 0;
+  Value R = k.scalar(logits ? 1 : 0);
+  Value tiles = k.idiv(k.iadd(R, k.c(kRowTile - 1)), k.c(kRowTile));
+  g.warpLoop(k.imul(tiles, k.c(nOut)), [&](Value item) {
+    Value tile = k.idiv(item, k.c(nOut)), j = k.irem(item, k.c(nOut));
+    SmallVector<Value> rows, xOff;
+    for (int64_t r = 0; r < kRowTile; ++r) {
+      Value row = g.imin(k.iadd(k.imul(tile, k.c(kRowTile)), k.c(r)),
+                         k.iadd(R, k.c(-1)));
+      rows.push_back(row);
+      Value src = logits ? k.loadIndex(idx, row) : row;
+      xOff.push_back(k.imul(src, k.c(inner)));
+    }
+    Value wOff = k.imul(j, k.c(inner));
+    SmallVector<Value> init(kRowTile, k.cf(0));
+    SmallVector<Value> acc;
+    if (vec) {
+      acc = k.reduceN(
+          k.c(0), k.c(inner / (kWarp * 8)), init,
+          [&](Value it, ValueRange a) -> SmallVector<Value> {
+            Value col =
+                k.iadd(k.imul(it, k.c(kWarp * 8)), k.imul(g.lane, k.c(8)));
+            SmallVector<Value> wq = g.load8(w, k.iadd(wOff, col), we);
+            SmallVector<Value> next;
+            for (int64_t r = 0; r < kRowTile; ++r) {
+              SmallVector<Value> xq = g.load8(x, k.iadd(xOff[r], col), xe);
+              Value s = a[r];
+              for (int64_t e = 0; e < 8; ++e)
+                s = k.add(s, k.mul(xq[e], wq[e]));
+              next.push_back(s);
+            }
+            return next;
+          });
+    } else {
+      acc = k.reduceN(
+          k.c(0), k.idiv(k.iadd(k.c(inner), k.c(kWarp - 1)), k.c(kWarp)), init,
+          [&](Value it, ValueRange a) -> SmallVector<Value> {
+            Value col = k.iadd(k.imul(it, k.c(kWarp)), g.lane);
+            Value in = k.icmp(CmpI::ult, col, k.c(inner));
+            Value safe = k.select(in, col, k.c(0));
+            Value wq =
+                k.select(in, k.loadF(w, k.iadd(wOff, safe), we), k.cf(0));
+            SmallVector<Value> next;
+            for (int64_t r = 0; r < kRowTile; ++r)
+              next.push_back(k.add(
+                  a[r], k.mul(k.loadF(x, k.iadd(xOff[r], safe), xe), wq)));
+            return next;
+          });
+    }
+    for (int64_t r = 0; r < kRowTile; ++r) {
+      Value sum = g.warpSum(acc[r]);
+      Value real =
+          k.icmp(CmpI::ult, k.iadd(k.imul(tile, k.c(kRowTile)), k.c(r)), R);
+      k.ifThen(g.andI(real, g.eq(g.lane, k.c(r))), [&] {
+        k.storeF(out, k.iadd(k.imul(rows[r], k.c(nOut)), j), sum, oe);
+      });
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Warp dot products, row-wise and element-wise kernels
+//===----------------------------------------------------------------------===//
+
+/// sum_{i < n} a[aOff + i] * b[bOff + i] over the warp (every lane gets the
+/// sum): 8 channels per lane with 16-byte loads when n is a multiple of 256
+/// (offsets then multiples of 8), else one channel per lane.
+Value warpDot(GK &g, Value a, Value aOff, Type aType, Value b, Value bOff,
+              Type bType, int64_t n) {
+  KB &k = g.k;
+  Value acc;
+  if (n % (kWarp * 8) == 0) {
+    acc =
+        k.reduce(k.c(0), k.c(n / (kWarp * 8)), k.cf(0), [&](Value it, Value s) {
+          Value col =
+              k.iadd(k.imul(it, k.c(kWarp * 8)), k.imul(g.lane, k.c(8)));
+          SmallVector<Value> x = g.load8(a, k.iadd(aOff, col), aType);
+          SmallVector<Value> y = g.load8(b, k.iadd(bOff, col), bType);
+          for (int64_t e = 0; e < 8; ++e)
+            s = k.add(s, k.mul(x[e], y[e]));
+          return s;
+        });
+  } else {
+    // Strided lanes: i = lane, lane + 32, ...
+    auto loop = scf::ForOp::create(k.b, k.loc, g.lane, k.c(n), k.c(kWarp),
+                                   ValueRange{k.cf(0)});
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPointToEnd(loop.getBody());
+      Value i = loop.getInductionVar();
+      Value x = k.loadF(a, k.iadd(aOff, i), aType);
+      Value y = k.loadF(b, k.iadd(bOff, i), bType);
+      scf::YieldOp::create(
+          k.b, k.loc,
+          ValueRange{k.add(loop.getRegionIterArgs()[0], k.mul(x, y))});
+    }
+    acc = loop.getResult(0);
+  }
+  return g.warpSum(acc);
+}
+
+bool moeExpertsFits(msa::MoEExpertsOp op) {
+  for (Value v : {op.getInput(), op.getGateWeights(), op.getUpWeights(),
+                  op.getDownWeights()}) {
+    Type e = elementOf(v);
+    if (!e.isBF16() && !e.isF32())
+      return false;
+  }
+  return true;
+}
+
+/// Part 0: act[t, slot, n] = swiglu(x[t] . w1[e, n], x[t] . w3[e, n]) for
+/// e = ids[t, slot], one warp per (t, slot, n), rounded to the activation
+/// type as the host's separate projections are. Part 1: out[t, c] =
+/// sum_slot w[t, slot] * (act[t, slot] . w2[e, c]), one warp per (t, c).
+void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
+  KB &k = g.k;
+  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
+        w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6), act = k.ptr(7);
+  ArrayRef<int64_t> gs = shapeOf(op.getGateWeights());
+  const int64_t inner = gs[1], h = gs[2],
+                topK = shapeOf(op.getRoutingWeights())[1];
+  Type ie = elementOf(op.getInput()), we = elementOf(op.getGateWeights()),
+       de = elementOf(op.getDownWeights());
+  const float alpha = op.getAlpha().convertToFloat(),
+              limit = op.getLimit().convertToFloat();
+  Value T = k.scalar(0);
+  if (part == 0) {
+    g.warpLoop(k.imul(T, k.c(topK * inner)), [&](Value item) {
+      Value t = k.idiv(item, k.c(topK * inner));
+      Value slotRow = k.idiv(item, k.c(inner)); // t * topK + slot
+      Value n = k.irem(item, k.c(inner));
+      Value e = k.loadIndex(ri, slotRow);
+      Value row = k.imul(k.iadd(k.imul(e, k.c(inner)), n), k.c(h));
+      Value xOff = k.imul(t, k.c(h));
+      Value gv = g.roundTo(warpDot(g, in, xOff, ie, w1, row, we, h), ie);
+      Value uv = g.roundTo(warpDot(g, in, xOff, ie, w3, row, we, h), ie);
+      Value gc = k.minf(gv, k.cf(limit));
+      Value uc = k.maxf(k.minf(uv, k.cf(limit)), k.cf(-limit));
+      Value a = k.mul(k.mul(k.add(uc, k.cf(1)), gc),
+                      k.sigmoid(k.mul(k.cf(alpha), gc)));
+      k.ifThen(g.eq(g.lane, k.c(0)),
+               [&] { k.storeF(act, item, g.roundTo(a, ie), k.f32); });
+    });
+    return;
+  }
+  g.warpLoop(k.imul(T, k.c(h)), [&](Value item) {
+    Value t = k.idiv(item, k.c(h)), c = k.irem(item, k.c(h));
+    Value acc = k.cf(0);
+    for (int64_t slot = 0; slot < topK; ++slot) {
+      Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
+      Value e = k.loadIndex(ri, at);
+      Value w = k.loadF(rw, at, k.f32);
+      Value row = k.imul(k.iadd(k.imul(e, k.c(h)), c), k.c(inner));
+      Value dv =
+          warpDot(g, act, k.imul(at, k.c(inner)), k.f32, w2, row, de, inner);
+      acc = k.add(acc, k.mul(w, dv));
+    }
+    k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(out, item, acc, ie); });
+  });
+}
+
+bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
+  Type ie = elementOf(op.getInput()), ge = elementOf(op.getGateWeight());
+  return (ie.isBF16() || ie.isF32()) && (ge.isBF16() || ge.isF32()) &&
+         shapeOf(op.getGateWeight())[0] <= 1024;
+}
+
+/// One CTA per token: warps compute the sigmoid scores of the experts,
+/// then thread 0 takes the top-k by biased score (ties: lower id) and
+/// normalizes, as the host does.
+void moeRouterKernel(GK &g, msa::MoERouterOp op) {
+  KB &k = g.k;
+  const bool hasBias = static_cast<bool>(op.getCorrectionBias());
+  Value in = k.ptr(0), gate = k.ptr(1);
+  Value bias = hasBias ? k.ptr(2) : Value();
+  Value weights = k.ptr(hasBias ? 3 : 2), ids = k.ptr(hasBias ? 4 : 3);
+  const int64_t h = shapeOf(op.getInput())[1],
+                e = shapeOf(op.getGateWeight())[0], topK = op.getTopK();
+  Type ie = elementOf(op.getInput()), ge = elementOf(op.getGateWeight());
+  const float rsf = op.getRoutedScalingFactor().convertToFloat();
+  const bool renorm = op.getRenormalize();
+  Value score = g.shared(k.f32, e), biased = g.shared(k.f32, e);
+  g.ctaLoop(k.scalar(0), [&](Value t) {
+    auto loop = scf::ForOp::create(k.b, k.loc, g.warp, k.c(e), k.c(g.warps));
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value x = loop.getInductionVar();
+      Value logit =
+          warpDot(g, in, k.imul(t, k.c(h)), ie, gate, k.imul(x, k.c(h)), ge, h);
+      Value sv = k.sigmoid(logit);
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+        k.storeF(score, x, sv, k.f32);
+        k.storeF(biased, x, hasBias ? k.add(sv, k.loadF(bias, x, k.f32)) : sv,
+                 k.f32);
+      });
+    }
+    g.sync();
+    k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+      Value sum = k.cf(0);
+      for (int64_t slot = 0; slot < topK; ++slot) {
+        SmallVector<Value> best =
+            k.reduceN(k.c(0), k.c(e), {k.c(0), k.cf(-INFINITY), k.c(-1)},
+                      [&](Value x, ValueRange acc) -> SmallVector<Value> {
+                        Value sv = k.loadF(biased, x, k.f32);
+                        Value none = g.eq(acc[2], k.c(-1));
+                        Value better =
+                            g.orI(none, k.fcmp(CmpF::OGT, sv, acc[1]));
+                        return {k.select(better, x, acc[0]),
+                                k.select(better, sv, acc[1]), k.c(0)};
+                      });
+        Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
+        k.storeIndex(ids, at, best[0]);
+        k.storeF(biased, best[0], k.cf(-INFINITY), k.f32);
+        Value sv = k.loadF(score, best[0], k.f32);
+        k.storeF(weights, at, sv, k.f32);
+        sum = k.add(sum, sv);
+      }
+      Value factor = renorm ? k.div(k.cf(rsf), sum) : k.cf(rsf);
+      for (int64_t slot = 0; slot < topK; ++slot) {
+        Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
+        k.storeF(weights, at, k.mul(k.loadF(weights, at, k.f32), factor),
+                 k.f32);
+      }
+    });
+    g.sync();
+  });
+}
+
+/// One warp per row: sum of squares, then the scaled row.
+void rmsNormKernel(GK &g, msa::RMSNormOp op) {
+  KB &k = g.k;
+  Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
+  const int64_t n = shapeOf(op.getInput()).back();
+  const int64_t rowsPerToken = innerElements(op.getInput()) / n;
+  Type ie = elementOf(op.getInput()), we = elementOf(op.getWeight());
+  const float eps = op.getEps().convertToFloat();
+  const bool offset = op.getUnitOffset();
+  g.warpLoop(k.imul(k.scalar(0), k.c(rowsPerToken)), [&](Value r) {
+    Value base = k.imul(r, k.c(n));
+    Value ss = warpDot(g, in, base, ie, in, base, ie, n);
+    Value mean = k.add(k.div(ss, k.cf(static_cast<double>(n))), k.cf(eps));
+    Value inv = math::RsqrtOp::create(k.b, k.loc, mean);
+    auto loop = scf::ForOp::create(k.b, k.loc, g.lane, k.c(n), k.c(kWarp));
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value i = loop.getInductionVar();
+    Value x = k.loadF(in, k.iadd(base, i), ie);
+    Value gw = k.loadF(w, i, we);
+    if (offset)
+      gw = k.add(gw, k.cf(1.0));
+    k.storeF(out, k.iadd(base, i), k.mul(k.mul(x, inv), gw), ie);
+  });
+}
+
+/// One thread per element of the T x H output.
+void embeddingKernel(GK &g, msa::EmbeddingOp op) {
+  KB &k = g.k;
+  Value ids = k.ptr(0), table = k.ptr(1), out = k.ptr(2);
+  const int64_t h = shapeOf(op.getTable())[1];
+  Type te = elementOf(op.getTable()), oe = elementOf(op.getResult());
+  threadLoop(g, k.imul(k.scalar(0), k.c(h)), [&](Value i) {
+    Value t = k.idiv(i, k.c(h)), col = k.irem(i, k.c(h));
+    Value row = k.loadIndex(ids, t);
+    k.storeF(out, i, k.loadF(table, k.iadd(k.imul(row, k.c(h)), col), te), oe);
+  });
+}
+
+/// One thread per element of the T x heads x D values.
+void kvInsertKernel(GK &g, msa::KVCacheInsertOp op) {
+  KB &k = g.k;
+  Value cache = k.ptr(0), table = k.ptr(1), seqs = k.ptr(2), pos = k.ptr(3),
+        values = k.ptr(4);
+  msa::PagedCacheType type = op.getCache().getType();
+  const int64_t heads = type.getHeads(), d = type.getHeadDim(),
+                page = type.getPageSize();
+  Type ve = elementOf(op.getValues()), ce = type.getElementType();
+  threadLoop(g, k.imul(k.scalar(0), k.c(heads * d)), [&](Value i) {
+    Value t = k.idiv(i, k.c(heads * d));
+    Value hh = k.irem(k.idiv(i, k.c(d)), k.c(heads)), c = k.irem(i, k.c(d));
+    Value p = k.loadIndex(pos, t);
+    Value phys = pageOf(k, table, k.loadIndex(seqs, t), k.idiv(p, k.c(page)));
+    Value dst = cacheOffset(k, phys, hh, k.irem(p, k.c(page)), type);
+    k.storeF(cache, k.iadd(dst, c), k.loadF(values, i, ve), ce);
+  });
+}
+
+/// One thread per rotated pair and per passed-through channel. The
+/// inverse frequencies theta^(-2i/r) are the host's, folded at compile
+/// time into a constant table.
+void ropeKernel(GK &g, msa::RoPEOp op) {
+  KB &k = g.k;
+  Value in = k.ptr(0), pos = k.ptr(1), out = k.ptr(2);
+  ArrayRef<int64_t> sh = shapeOf(op.getInput());
+  const int64_t heads = sh[1], d = sh[2], r = op.getRotaryDim(), half = r / 2;
+  const bool interleaved = op.getInterleaved();
+  const double theta = op.getTheta().convertToDouble();
+  Type e = elementOf(op.getInput());
+  SmallVector<float> inv;
+  for (int64_t i = 0; i < half; ++i)
+    inv.push_back(static_cast<float>(std::pow(theta, -2.0 * i / r)));
+  Value table = g.constantTable(inv);
+  const int64_t per = half + (d - r); // work items per (token, head)
+  threadLoop(g, k.imul(k.scalar(0), k.c(heads * per)), [&](Value w) {
+    Value th = k.idiv(w, k.c(per)), i = k.irem(w, k.c(per));
+    Value t = k.idiv(th, k.c(heads));
+    Value base = k.imul(th, k.c(d));
+    Value rotated = k.icmp(CmpI::ult, i, k.c(half));
+    g.ifElse(
+        rotated, {},
+        [&]() -> SmallVector<Value> {
+          Value p = arith::SIToFPOp::create(
+              k.b, k.loc, k.f32,
+              arith::IndexCastOp::create(k.b, k.loc, k.i64,
+                                         k.loadIndex(pos, t)));
+          Value angle = k.mul(p, k.loadF(table, i, k.f32));
+          Value cs = math::CosOp::create(k.b, k.loc, angle);
+          Value sn = math::SinOp::create(k.b, k.loc, angle);
+          Value ia = interleaved ? k.imul(i, k.c(2)) : i;
+          Value ib = interleaved ? k.iadd(k.imul(i, k.c(2)), k.c(1))
+                                 : k.iadd(i, k.c(half));
+          Value a = k.loadF(in, k.iadd(base, ia), e);
+          Value bb = k.loadF(in, k.iadd(base, ib), e);
+          k.storeF(out, k.iadd(base, ia), k.sub(k.mul(a, cs), k.mul(bb, sn)),
+                   e);
+          k.storeF(out, k.iadd(base, ib), k.add(k.mul(bb, cs), k.mul(a, sn)),
+                   e);
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          Value c = k.iadd(g.isub(i, k.c(half)), k.c(r));
+          k.storeF(out, k.iadd(base, c), k.loadF(in, k.iadd(base, c), e), e);
+          return {};
+        });
+  });
+}
+
+} // namespace
+
+bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
+  if (threads % kWarp)
+    return false;
+  return TypeSwitch<Operation *, bool>(op)
+      .Case([&](msa::IndexScoreOp o) {
+        return indexScoreMmaFits(o, threads) || indexScoreFits(o, threads);
+      })
+      .Case([&](msa::BlockTopKOp o) { return blockTopKFits(o, threads); })
+      .Case<msa::SparseAttentionOp, msa::DenseAttentionOp>(
+          [&](Operation *o) { return attentionFits(o, threads); })
+      .Case<msa::LinearOp, msa::LogitsOp>(
+          [&](Operation *o) { return rowsDotFits(o, threads); })
+      .Case([&](msa::MoEExpertsOp o) { return moeExpertsFits(o); })
+      .Case([&](msa::MoERouterOp o) { return moeRouterFits(o, threads); })
+      .Case<msa::RMSNormOp, msa::EmbeddingOp, msa::KVCacheInsertOp,
+            msa::RoPEOp>([&](Operation *o) {
+        for (Value v : o->getOperands())
+          if (auto t = dyn_cast<ShapedType>(v.getType())) {
+            Type e = elementOf(v);
+            if (!e.isBF16() && !e.isF32() && !e.isInteger(32))
+              return false;
+          }
+        if (auto insert = dyn_cast<msa::KVCacheInsertOp>(o)) {
+          Type ce = insert.getCache().getType().getElementType();
+          return ce.isBF16() || ce.isF32();
+        }
+        return true;
+      })
+      .Default([](Operation *) { return false; });
+}
+
+int64_t msac::kernels::gpuKernelParts(Operation *op) {
+  return isa<msa::MoEExpertsOp, msa::SparseAttentionOp, msa::DenseAttentionOp>(
+             op)
+             ? 2
+             : 1;
+}
+
+GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
+  if (auto moe = dyn_cast<msa::MoEExpertsOp>(op)) {
+    // The activations of every (slot, channel), no counters.
+    return {shapeOf(moe.getRoutingWeights())[1] *
+                shapeOf(moe.getGateWeights())[1],
+            0};
+  }
+  if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
+    return {};
+  AttentionShape s = attentionShape(op);
+  return {s.hq * s.chunks * (s.d + 2), 0};
+}
+
+void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
+                                  StringRef kernelName, int64_t threads,
+                                  int64_t part) {
+  GK g(k, globals, kernelName, threads);
+  TypeSwitch<Operation *>(op)
+      .Case([&](msa::IndexScoreOp o) {
+        if (indexScoreMmaFits(o, threads))
+          indexScoreMmaKernel(g, o);
+        else
+          indexScoreKernel(g, o);
+      })
+      .Case([&](msa::BlockTopKOp o) { blockTopKKernel(g, o); })
+      .Case<msa::SparseAttentionOp, msa::DenseAttentionOp>([&](Operation *o) {
+        if (part == 0)
+          attentionKernel(g, o);
+        else
+          attentionCombineKernel(g, o);
+      })
+      .Case<msa::LinearOp, msa::LogitsOp>(
+          [&](Operation *o) { rowsDotKernel(g, o); })
+      .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(g, o, part); })
+      .Case([&](msa::MoERouterOp o) { moeRouterKernel(g, o); })
+      .Case([&](msa::RMSNormOp o) { rmsNormKernel(g, o); })
+      .Case([&](msa::EmbeddingOp o) { embeddingKernel(g, o); })
+      .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(g, o); })
+      .Case([&](msa::RoPEOp o) { ropeKernel(g, o); });
+}

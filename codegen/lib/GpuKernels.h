@@ -1,0 +1,56 @@
+//===- GpuKernels.h - Parallel GPU kernel bodies ----------------*- C++ -*-===//
+//
+// Part of msac.
+//
+// Private to the codegen library. The GPU kernels of the ops whose host
+// loops would leave a GPU idle: the decode path of sparse attention (the
+// indexer, block top-k, split-KV attention) and the matrix-vector products
+// of decode. Each is emitted as MLIR from the op's semantics, like the host
+// kernels, but organised for a CTA of `threads` threads: every CTA loops
+// over work items (CTA-stride, so any grid size is correct and launch
+// parameters never depend on the step), warps cooperate through shuffles
+// and shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_CODEGEN_LIB_GPUKERNELS_H
+#define MSAC_CODEGEN_LIB_GPUKERNELS_H
+
+#include "KernelBuilder.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace msac::kernels {
+
+/// Scratch an op's GPU kernel needs per token of the step, beyond its
+/// operands: FP32 workspace elements and i32 counters (zero at load; the
+/// kernel leaves them zero).
+struct GpuWorkspace {
+  int64_t floatsPerToken = 0;
+  int64_t countersPerToken = 0;
+};
+
+/// True when `op` has a GPU-specific kernel for CTAs of `threads` threads
+/// (its shapes and element types meet the kernel's preconditions).
+bool hasGpuKernel(Operation *op, int64_t threads);
+
+/// The workspace of `op`'s GPU kernel (zero for most ops). When non-zero
+/// the launch passes the workspace and the counters after the op's own
+/// buffers.
+GpuWorkspace gpuWorkspace(Operation *op);
+
+/// Launches `op`'s GPU kernel takes (parts that run one after the other over
+/// the same buffers, e.g. the two projections of the MoE experts).
+int64_t gpuKernelParts(Operation *op);
+
+/// Emits part `part` of the GPU kernel body of `op` through `k` (a function
+/// `(ptr buffers, ptr scalars)`); shared-memory arrays become
+/// `llvm.mlir.global`s in address space 3 named after `kernelName` at the
+/// end of `globals`. Requires hasGpuKernel(op, threads).
+void emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
+                   llvm::StringRef kernelName, int64_t threads,
+                   int64_t part = 0);
+
+} // namespace msac::kernels
+
+#endif // MSAC_CODEGEN_LIB_GPUKERNELS_H

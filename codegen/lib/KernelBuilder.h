@@ -1,0 +1,239 @@
+//===- KernelBuilder.h - Emitting kernel bodies as MLIR ---------*- C++ -*-===//
+//
+// Part of msac.
+//
+// Private to the codegen library: the helpers the host and GPU kernel
+// builders share to emit loops, loads and stores of a kernel body in the
+// scf/arith/math/llvm dialects.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_CODEGEN_LIB_KERNELBUILDER_H
+#define MSAC_CODEGEN_LIB_KERNELBUILDER_H
+
+#include "msac/Dialect/BSQ/IR/BSQOps.h"
+#include "msac/Dialect/MSA/IR/MSAOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include <cassert>
+#include <cmath>
+#include <functional>
+
+namespace msac::kernels {
+
+using namespace mlir;
+
+//===----------------------------------------------------------------------===//
+// Kernel body builder
+//===----------------------------------------------------------------------===//
+
+/// Emits loops and memory accesses inside one kernel function
+/// `(ptr buffers, ptr scalars)`.
+class KB {
+public:
+  KB(OpBuilder &b, Location loc, Value buffers, Value scalars)
+      : b(b), loc(loc), bufs(buffers), scal(scalars) {
+    MLIRContext *ctx = b.getContext();
+    f32 = b.getF32Type();
+    i32 = b.getI32Type();
+    i16 = b.getI16Type();
+    i64 = b.getI64Type();
+    ptrT = LLVM::LLVMPointerType::get(ctx);
+  }
+
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value cf(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value toI64(Value index) {
+    return arith::IndexCastOp::create(b, loc, i64, index);
+  }
+  Value gep(Value base, Value index, Type elem) {
+    return LLVM::GEPOp::create(b, loc, ptrT, elem, base,
+                               ValueRange{toI64(index)});
+  }
+  /// Buffer `i` of the launch.
+  Value ptr(int i) {
+    Value slot = gep(bufs, c(i), ptrT);
+    return LLVM::LoadOp::create(b, loc, ptrT, slot);
+  }
+  /// Scalar `i` (0 = T, 1 = N, 2 = MB) as an index.
+  Value scalar(int i) {
+    Value v = LLVM::LoadOp::create(b, loc, i64, gep(scal, c(i), i64));
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+
+  Value loadF(Value base, Value index, Type storage) {
+    if (storage.isF32())
+      return LLVM::LoadOp::create(b, loc, f32, gep(base, index, f32));
+    assert(storage.isBF16() && "host kernels store bf16 or f32");
+    Value h = LLVM::LoadOp::create(b, loc, i16, gep(base, index, i16));
+    Value w = arith::ExtUIOp::create(b, loc, i32, h);
+    Value shifted = arith::ShLIOp::create(
+        b, loc, w, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
+    return arith::BitcastOp::create(b, loc, f32, shifted);
+  }
+  /// Stores an FP32 value; BF16 rounds to nearest even (NaN stays NaN).
+  void storeF(Value base, Value index, Value value, Type storage) {
+    if (storage.isF32()) {
+      LLVM::StoreOp::create(b, loc, value, gep(base, index, f32));
+      return;
+    }
+    auto ci = [&](int64_t v) {
+      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+    };
+    Value bits = arith::BitcastOp::create(b, loc, i32, value);
+    Value lsb = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, bits, ci(16)), ci(1));
+    Value rounded = arith::AddIOp::create(
+        b, loc, bits, arith::AddIOp::create(b, loc, lsb, ci(0x7FFF)));
+    Value high = arith::ShRUIOp::create(b, loc, rounded, ci(16));
+    Value isNan =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, value, value);
+    Value result = arith::SelectOp::create(b, loc, isNan, ci(0x7FC0), high);
+    Value h = arith::TruncIOp::create(b, loc, i16, result);
+    LLVM::StoreOp::create(b, loc, h, gep(base, index, i16));
+  }
+  Value loadIndex(Value base, Value index) {
+    Value v = LLVM::LoadOp::create(b, loc, i32, gep(base, index, i32));
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+  void storeIndex(Value base, Value index, Value value) {
+    Value v = arith::IndexCastOp::create(b, loc, i32, value);
+    LLVM::StoreOp::create(b, loc, v, gep(base, index, i32));
+  }
+  /// Rounds an FP32 value to `storage` (through the one-float slot `tmp`),
+  /// as storing and reloading would.
+  Value roundTo(Value value, Type storage, Value tmp) {
+    if (storage.isF32())
+      return value;
+    storeF(tmp, c(0), value, storage);
+    return loadF(tmp, c(0), storage);
+  }
+  /// A stack array of `n` floats, allocated at the kernel's entry.
+  Value scratch(int64_t n) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    Value count = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n));
+    return LLVM::AllocaOp::create(b, loc, ptrT, f32, count);
+  }
+
+  void loop(Value lb, Value ub, const std::function<void(Value)> &body) {
+    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forOp.getBody()->getTerminator());
+    body(forOp.getInductionVar());
+  }
+  /// `acc = init; for iv in [lb, ub): acc = body(iv, acc)`.
+  Value reduce(Value lb, Value ub, Value init,
+               const std::function<Value(Value, Value)> &body) {
+    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1), ValueRange{init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(forOp.getBody());
+    Value next = body(forOp.getInductionVar(), forOp.getRegionIterArgs()[0]);
+    scf::YieldOp::create(b, loc, next);
+    return forOp.getResult(0);
+  }
+  /// Several loop-carried values.
+  SmallVector<Value>
+  reduceN(Value lb, Value ub, ValueRange init,
+          const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+    auto forOp = scf::ForOp::create(b, loc, lb, ub, c(1), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(forOp.getBody());
+    SmallVector<Value> next =
+        body(forOp.getInductionVar(), forOp.getRegionIterArgs());
+    scf::YieldOp::create(b, loc, next);
+    return SmallVector<Value>(forOp.getResults());
+  }
+  void ifThen(Value cond, const std::function<void()> &then) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    then();
+  }
+  Value select(Value cond, Value a, Value bb) {
+    return arith::SelectOp::create(b, loc, cond, a, bb);
+  }
+
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value maxf(Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y);
+  }
+  Value minf(Value x, Value y) {
+    return arith::MinimumFOp::create(b, loc, x, y);
+  }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value iadd(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value imul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value idiv(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value irem(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  Value icmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value fcmp(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value sigmoid(Value x) {
+    return div(cf(1.0), add(cf(1.0), exp(sub(cf(0.0), x))));
+  }
+  /// sum_{k < n} a[aOff + k] * w[wOff + k], FP32.
+  Value dot(Value a, Value aOff, Type aType, Value w, Value wOff, Type wType,
+            int64_t n) {
+    return reduce(c(0), c(n), cf(0.0), [&](Value k, Value acc) {
+      Value x = loadF(a, iadd(aOff, k), aType);
+      Value y = loadF(w, iadd(wOff, k), wType);
+      return add(acc, mul(x, y));
+    });
+  }
+
+  OpBuilder &b;
+  Location loc;
+  Value bufs, scal;
+  Block *entry = nullptr;
+  Type f32, i32, i16, i64, ptrT;
+};
+
+/// Element type of the buffer that holds `v`: a block-scaled value is
+/// dequantized to an FP32 buffer once, when the model is loaded.
+inline Type elementOf(Value v) {
+  Type element = cast<ShapedType>(v.getType()).getElementType();
+  if (isa<bsq::QuantizedTypeInterface>(element))
+    return Float32Type::get(v.getContext());
+  return element;
+}
+inline ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+/// Product of the static dims after the first.
+inline int64_t innerElements(Value v) {
+  int64_t n = 1;
+  for (int64_t d : shapeOf(v).drop_front())
+    n *= d;
+  return n;
+}
+
+/// Offset of (page, head, slot, 0) in a paged cache.
+inline Value cacheOffset(KB &k, Value page, Value head, Value slot,
+                         msa::PagedCacheType type) {
+  Value ph = k.iadd(k.imul(page, k.c(type.getHeads())), head);
+  Value phs = k.iadd(k.imul(ph, k.c(type.getPageSize())), slot);
+  return k.imul(phs, k.c(type.getHeadDim()));
+}
+
+/// Physical page of logical block `block` of sequence `seq`.
+inline Value pageOf(KB &k, Value table, Value seq, Value block) {
+  return k.loadIndex(table, k.iadd(k.imul(seq, k.scalar(2)), block));
+}
+
+} // namespace msac::kernels
+
+#endif // MSAC_CODEGEN_LIB_KERNELBUILDER_H
