@@ -92,6 +92,13 @@ HostModelOptions instanceOptions(const Artifact &a, int64_t batch,
 std::unique_ptr<Executor> makeExecutor(const Artifact &a,
                                        const HostModelOptions &o,
                                        const std::string &device) {
+  if (a.weightsStripped() && !o.dummyWeights) {
+    fail(a.directory() +
+         " was compiled with --strip-weights and holds no weights; "
+         "benchmark it with synthetic weights (msac-run bench-decode "
+         "--dummy-weights) or recompile without --strip-weights");
+    return nullptr;
+  }
   if (device == "host") {
     if (!a.hasHostKernels()) {
       fail("the artifact has no host kernels; recompile with --target host "
@@ -148,7 +155,10 @@ int inspect(const std::string &path, bool asJson) {
           {"page_size", m.pageSize}}},
         {"kernels", a->kernelNames().size()},
         {"launches_per_step", a->prefillSchedule().size()},
-        {"weights", {{"tensors", weights}, {"bytes", a->weightBytes()}}},
+        {"weights",
+         {{"tensors", weights},
+          {"bytes", a->weightBytes()},
+          {"stripped", a->weightsStripped()}}},
         {"caches", caches},
         {"activation_bytes_per_token", activationBytesPerToken}};
     std::cout << j.dump(2) << "\n";
@@ -165,7 +175,10 @@ int inspect(const std::string &path, bool asJson) {
             << "kernels:         " << a->kernelNames().size() << ", "
             << a->prefillSchedule().size() << " launches per step\n"
             << "weights:         " << weights << " tensors, "
-            << a->weightBytes() << " bytes (weights.bin, mapped)\n"
+            << a->weightBytes()
+            << (a->weightsStripped()
+                    ? " bytes, stripped (compiled with --strip-weights)\n"
+                    : " bytes (weights.bin, mapped)\n")
             << "caches:          " << caches << " paged caches of "
             << m.pageSize << "-token pages\n"
             << "activations:     " << activationBytesPerToken
