@@ -117,14 +117,22 @@ def load_dump(folder):
     meta = json.load(open(os.path.join(folder, "dump.json")))
     dt = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32}
     raw = {"bf16": np.uint16, "f32": np.float32, "i32": np.int32}
+    needed = {str(x) for l in meta["launches"]
+              if l["op"] in ("msa.index_score", "msa.block_topk",
+                             "msa.sparse_attention", "msa.dense_attention")
+              for x in l["buffers"]}
     bufs = {}
     for key, b in meta["buffers"].items():
+        if key not in needed:
+            continue
         a = np.fromfile(os.path.join(folder, b["file"]), dtype=raw[b["dtype"]])
         t = torch.from_numpy(a.astype(np.int32) if b["dtype"] == "bf16" else a)
         if b["dtype"] == "bf16":  # bf16 bits -> values
             t = (t.to(torch.int32) << 16).view(torch.float32).to(torch.bfloat16)
         bufs[int(key)] = t.reshape(b["shape"]).cuda()
-    launches = {l["op"]: l["buffers"] for l in meta["launches"]}
+    launches = {}
+    for l in meta["launches"]:  # the first launch of each op
+        launches.setdefault(l["op"], l["buffers"])
     return meta, bufs, launches
 
 

@@ -211,7 +211,7 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
     m->allocated += bytes;
     if (b.kind == Buffer::Kind::Weight && b.bytes && options.dummyWeights) {
       if (!m->copyFromPool(p, b.bytes, b.dtype == "bf16" ? poolBF16 : poolF32,
-                           i * 7919 * 64, error))
+                           i * kDummyStride, error))
         return nullptr;
     } else if (b.kind == Buffer::Kind::Weight && b.bytes)
       MSAC_CUDA(driver->cuMemcpyHtoD(p, artifact.weightData(b), b.bytes),
@@ -282,31 +282,16 @@ CudaModel::~CudaModel() {
     driver->cuModuleUnload(module);
 }
 
-std::vector<uint8_t> CudaModel::randomPool(const std::string &dtype, float lo,
-                                           float hi, uint64_t seed) {
-  const uint64_t bytes = uint64_t(64) << 20;
-  std::vector<uint8_t> pool(bytes);
-  const uint64_t size = dtype == "bf16" ? 2 : 4;
-  fillUniform(pool.data(), bytes / size, dtype, lo, hi, seed);
-  return pool;
-}
-
 bool CudaModel::copyFromPool(uint64_t dst, uint64_t bytes,
                              const std::vector<uint8_t> &pool, uint64_t start,
                              std::string &error) {
-  // 256-byte aligned slices keep elements whole.
-  uint64_t at = (start % pool.size()) & ~uint64_t(255);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t n = std::min<uint64_t>(bytes - done, pool.size() - at);
-    CUresult rc = driver->cuMemcpyHtoD(dst + done, pool.data() + at, n);
-    if (rc != 0) {
-      error = "cuMemcpyHtoD (synthetic data): " + driver->describe(rc);
-      return false;
-    }
-    done += n;
-    at = (at + n + 4096) % pool.size() & ~uint64_t(255);
-  }
-  return true;
+  return Executor::copyFromPool(
+      bytes, pool, start, [&](uint64_t at, const uint8_t *src, uint64_t n) {
+        CUresult rc = driver->cuMemcpyHtoD(dst + at, src, n);
+        if (rc != 0)
+          error = "cuMemcpyHtoD (synthetic data): " + driver->describe(rc);
+        return rc == 0;
+      });
 }
 
 bool CudaModel::fillCaches(uint64_t seed, std::string &error) {

@@ -6,6 +6,8 @@
 
 #include "msac/Runtime/HostModel.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 using namespace msac::runtime;
@@ -13,6 +15,7 @@ using namespace msac::runtime;
 HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
     : art(artifact), opts(options) {
   const std::vector<Buffer> &buffers = art.buffers();
+  std::vector<uint8_t> pools[2]; // bf16, f32 (dummy weights)
   storage.resize(buffers.size());
   pointers.resize(buffers.size(), nullptr);
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -22,9 +25,17 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
       continue;
     }
     if (b.kind == Buffer::Kind::Weight) {
+      // Synthetic weights, as the GPU executor makes them.
+      std::vector<uint8_t> &pool = pools[b.dtype == "bf16" ? 0 : 1];
+      if (pool.empty())
+        pool = randomPool(b.dtype, -1.0f / 64, 1.0f / 64, 0x5eed);
       storage[i].resize(b.bytes);
-      fillUniform(storage[i].data(), b.bytes / b.elementBytes(), b.dtype,
-                  -1.0f / 64, 1.0f / 64, 0x5eed0000u + i);
+      uint8_t *dst = storage[i].data();
+      copyFromPool(b.bytes, pool, i * kDummyStride,
+                   [&](uint64_t at, const uint8_t *src, uint64_t n) {
+                     std::memcpy(dst + at, src, n);
+                     return true;
+                   });
       pointers[i] = storage[i].data();
       continue;
     }
@@ -124,6 +135,33 @@ bool Executor::validate(const Artifact &art, const HostModelOptions &opts,
 }
 
 const float *HostModel::step(const StepInput &in, std::string &error) {
+  return run(in, nullptr, error);
+}
+
+const float *HostModel::profileStep(const StepInput &in,
+                                    std::vector<double> &launchMs,
+                                    std::string &error) {
+  return run(in, &launchMs, error);
+}
+
+bool HostModel::fillCaches(uint64_t seed, std::string &error) {
+  const std::vector<Buffer> &buffers = art.buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer &b = buffers[i];
+    if (b.kind != Buffer::Kind::Cache)
+      continue;
+    if (b.dtype != "bf16" && b.dtype != "f32") {
+      error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
+      return false;
+    }
+    fillUniform(storage[i].data(), storage[i].size() / b.elementBytes(),
+                b.dtype, -2.0f, 2.0f, seed + i);
+  }
+  return true;
+}
+
+const float *HostModel::run(const StepInput &in, std::vector<double> *launchMs,
+                            std::string &error) {
   if (!art.hasHostKernels()) {
     error = "the artifact has no host kernels (compile with --target host)";
     return nullptr;
@@ -144,11 +182,18 @@ const float *HostModel::step(const StepInput &in, std::string &error) {
 
   const int64_t scalars[3] = {t, n, opts.maxBlocksPerSequence};
   std::vector<void *> args;
+  if (launchMs)
+    launchMs->clear();
   for (const Step &s : art.prefillSchedule()) {
     args.clear();
     for (int64_t id : s.buffers)
       args.push_back(pointers[id]);
+    auto start = std::chrono::steady_clock::now();
     s.function(args.data(), scalars);
+    if (launchMs)
+      launchMs->push_back(std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
   }
   return static_cast<const float *>(pointers[art.outputs().front()]);
 }
@@ -188,4 +233,28 @@ void Executor::fillUniform(uint8_t *dst, uint64_t count,
       std::memcpy(dst + 4 * i, &bits, 4);
     }
   }
+}
+
+std::vector<uint8_t> Executor::randomPool(const std::string &dtype, float lo,
+                                          float hi, uint64_t seed) {
+  const uint64_t bytes = uint64_t(64) << 20;
+  std::vector<uint8_t> pool(bytes);
+  fillUniform(pool.data(), bytes / (dtype == "bf16" ? 2 : 4), dtype, lo, hi,
+              seed);
+  return pool;
+}
+
+bool Executor::copyFromPool(
+    uint64_t bytes, const std::vector<uint8_t> &pool, uint64_t start,
+    const std::function<bool(uint64_t, const uint8_t *, uint64_t)> &copy) {
+  // 256-byte aligned pieces keep elements whole.
+  uint64_t at = (start % pool.size()) & ~uint64_t(255);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t n = std::min<uint64_t>(bytes - done, pool.size() - at);
+    if (!copy(done, pool.data() + at, n))
+      return false;
+    done += n;
+    at = ((at + n + 4096) % pool.size()) & ~uint64_t(255);
+  }
+  return true;
 }

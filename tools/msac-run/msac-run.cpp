@@ -360,38 +360,44 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// Writes the buffers of the first launch of each attention op of the last
-/// step into `dir` (raw little-endian files) with dump.json describing them.
-std::string dumpAttention(const Artifact &a, Executor &e,
-                          const std::string &dir, int64_t tokens) {
+/// Writes every non-weight buffer of the last step into `dir` (raw
+/// little-endian files) and dump.json: the step's launches in order (op,
+/// kernel, buffer ids), the dumped buffers (name, dtype, shape), the
+/// weights (name, dtype, shape, bytes) and, with synthetic weights, how
+/// they were made (Executor::fillUniform pools, see CudaModel), so that an
+/// independent implementation can recompute every launch.
+std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
+                     int64_t tokens, bool dummyWeights) {
   const HostModelOptions &o = e.options();
   nlohmann::ordered_json launches = nlohmann::ordered_json::array();
   nlohmann::ordered_json buffers = nlohmann::ordered_json::object();
-  std::set<std::string> seen;
+  nlohmann::ordered_json weights = nlohmann::ordered_json::object();
+  auto shapeOf = [&](const Buffer &b) {
+    nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+    if (b.kind == Buffer::Kind::Cache)
+      return nlohmann::ordered_json{o.numPages, b.heads, b.pageSize, b.headDim};
+    for (const Extent &x : b.shape)
+      shape.push_back(x.symbol.empty()   ? x.value
+                      : x.symbol == "MB" ? o.maxBlocksPerSequence
+                      : x.symbol == "S"  ? o.maxSequences
+                                         : tokens);
+    return shape;
+  };
   for (const Step &s : a.decodeSchedule()) {
-    if ((s.op != "msa.index_score" && s.op != "msa.block_topk" &&
-         s.op != "msa.sparse_attention" && s.op != "msa.dense_attention") ||
-        !seen.insert(s.op).second)
-      continue;
     launches.push_back(
         {{"op", s.op}, {"kernel", s.kernel}, {"buffers", s.buffers}});
     for (int64_t id : s.buffers) {
       const std::string key = std::to_string(id);
+      const Buffer &b = a.buffers()[id];
+      if (b.kind == Buffer::Kind::Weight) {
+        weights[key] = {{"name", b.name},
+                        {"dtype", b.dtype},
+                        {"shape", shapeOf(b)},
+                        {"bytes", b.bytes}};
+        continue;
+      }
       if (buffers.contains(key))
         continue;
-      const Buffer &b = a.buffers()[id];
-      if (b.kind == Buffer::Kind::Weight)
-        continue;
-      nlohmann::ordered_json shape = nlohmann::ordered_json::array();
-      if (b.kind == Buffer::Kind::Cache) {
-        shape = {o.numPages, b.heads, b.pageSize, b.headDim};
-      } else {
-        for (const Extent &x : b.shape)
-          shape.push_back(x.symbol.empty()   ? x.value
-                          : x.symbol == "MB" ? o.maxBlocksPerSequence
-                          : x.symbol == "S"  ? o.maxSequences
-                                             : tokens);
-      }
       const void *data = e.bufferData(id);
       if (!data)
         return "cannot read buffer '" + b.name + "' back from the device";
@@ -404,20 +410,27 @@ std::string dumpAttention(const Artifact &a, Executor &e,
         return "cannot write " + dir + "/" + file;
       buffers[key] = {{"name", b.name},
                       {"dtype", b.dtype},
-                      {"shape", shape},
+                      {"shape", shapeOf(b)},
                       {"file", file}};
     }
   }
-  std::ofstream meta(dir + "/dump.json");
-  meta << nlohmann::ordered_json{{"batch", o.maxSequences},
-                                 {"tokens", tokens},
-                                 {"max_blocks_per_sequence",
-                                  o.maxBlocksPerSequence},
-                                 {"launches", launches},
-                                 {"buffers", buffers}}
-              .dump(1)
-       << "\n";
-  return meta ? "" : "cannot write " + dir + "/dump.json";
+  nlohmann::ordered_json meta = {
+      {"batch", o.maxSequences},
+      {"tokens", tokens},
+      {"max_blocks_per_sequence", o.maxBlocksPerSequence},
+      {"launches", launches},
+      {"buffers", buffers},
+      {"weights", weights}};
+  if (dummyWeights)
+    meta["dummy_weights"] = {{"generator", "splitmix64"},
+                             {"seed", 0x5eed},
+                             {"low", -1.0 / 64},
+                             {"high", 1.0 / 64},
+                             {"pool_bytes", uint64_t(64) << 20},
+                             {"start_per_buffer", 7919 * 64}};
+  std::ofstream out(dir + "/dump.json");
+  out << meta.dump(1) << "\n";
+  return out ? "" : "cannot write " + dir + "/dump.json";
 }
 
 /// Decode steps of `batch` sequences at context `context` (the new token
@@ -430,8 +443,6 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
     return rc;
   if (std::string e = checkContext(*a, d.batch, d.context, d.batch); !e.empty())
     return fail(e);
-  if (d.device != "cuda")
-    return fail("bench-decode runs on a GPU: use --device cuda");
   HostModelOptions o = instanceOptions(*a, d.batch, d.context, d.batch);
   o.dummyWeights = d.dummyWeights;
   o.cudaGraphs = !d.noGraphs;
@@ -476,7 +487,8 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
       perLaunch[l].push_back(ms[l]);
   }
   if (!d.dumpDir.empty())
-    if (std::string e = dumpAttention(*a, *executor, d.dumpDir, d.batch);
+    if (std::string e =
+            dumpStep(*a, *executor, d.dumpDir, d.batch, d.dummyWeights);
         !e.empty())
       return fail(e);
   // Per op kind: launches and the sum of their median times.
@@ -503,7 +515,8 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
                                         {"batch", d.batch},
                                         {"context", d.context},
                                         {"steps", d.steps},
-                                        {"cuda_graphs", !d.noGraphs},
+                                        {"cuda_graphs",
+                                         d.device == "cuda" && !d.noGraphs},
                                         {"step_median_us", stepUs},
                                         {"kernels_median_us", kernelsUs},
                                         {"ops", ops},
@@ -513,12 +526,15 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
     return 0;
   }
   std::printf("decode step, batch %lld, context %lld: %.1f us (median of "
-              "%lld, %s; launches one by one %.1f us of device time)\n\n"
-              "| op | launches | device us |\n|---|---|---|\n",
+              "%lld, %s; launches one by one %.1f us of kernel time)\n\n"
+              "| op | launches | kernel us |\n|---|---|---|\n",
               static_cast<long long>(d.batch),
               static_cast<long long>(d.context), stepUs,
               static_cast<long long>(d.steps),
-              d.noGraphs ? "kernel by kernel" : "one CUDA graph", kernelsUs);
+              d.device == "host" ? "host kernels"
+              : d.noGraphs       ? "kernel by kernel"
+                                 : "one CUDA graph",
+              kernelsUs);
   for (const auto &[op, v] : byOp)
     std::printf("| %s | %lld | %.1f |\n", op.c_str(),
                 static_cast<long long>(v.first), v.second);
@@ -618,9 +634,11 @@ int main(int argc, char **argv) {
   decodeCmd->add_flag("--no-cuda-graphs", d.noGraphs,
                       "Launch kernel by kernel instead of one graph per step");
   decodeCmd->add_flag("--json", d.json, "Print JSON");
-  decodeCmd->add_option("--device", d.device, "cuda")
+  decodeCmd
+      ->add_option("--device", d.device,
+                   "cuda, or host (kernel times by wall clock)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"cuda"}));
+      ->check(CLI::IsMember({"host", "cuda"}));
 
   try {
     app.parse(argc, argv);

@@ -64,10 +64,8 @@ private:
   bool launchGraph(std::string &error);
   const float *run(const StepInput &input, std::vector<double> *launchMs,
                    std::string &error);
-  /// 64 MiB of `dtype` values uniform in [lo, hi).
-  static std::vector<uint8_t> randomPool(const std::string &dtype, float lo,
-                                         float hi, uint64_t seed);
-  /// Copies `bytes` to device address `dst` from `pool`, wrapping around.
+  /// Copies `bytes` to device address `dst` from `pool`
+  /// (Executor::copyFromPool).
   bool copyFromPool(uint64_t dst, uint64_t bytes,
                     const std::vector<uint8_t> &pool, uint64_t start,
                     std::string &error);

@@ -17,6 +17,7 @@
 #include "msac/Runtime/Artifact.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,18 @@ protected:
   static void fillUniform(uint8_t *dst, uint64_t count,
                           const std::string &dtype, float lo, float hi,
                           uint64_t seed);
+  /// 64 MiB of `dtype` values uniform in [lo, hi) (fillUniform).
+  static std::vector<uint8_t> randomPool(const std::string &dtype, float lo,
+                                         float hi, uint64_t seed);
+  /// Calls `copy(offset, data, n)` for consecutive pieces of `bytes` bytes
+  /// taken from `pool`: the first at `start` (modulo the pool, rounded down
+  /// to 256 bytes), each next one 4 KiB after the previous one ends. Returns
+  /// false as soon as `copy` does. Synthetic weights of buffer i use
+  /// start = i * 7919 * 64 (kDummyStride), the same on every executor.
+  static bool copyFromPool(
+      uint64_t bytes, const std::vector<uint8_t> &pool, uint64_t start,
+      const std::function<bool(uint64_t, const uint8_t *, uint64_t)> &copy);
+  static constexpr uint64_t kDummyStride = 7919 * 64;
 };
 
 class HostModel : public Executor {
@@ -123,8 +136,15 @@ public:
   const HostModelOptions &options() const override { return opts; }
   uint64_t allocatedBytes() const override { return allocated; }
   const void *bufferData(int64_t id) override { return pointers[id]; }
+  bool fillCaches(uint64_t seed, std::string &error) override;
+  /// Wall-clock time of each kernel call.
+  const float *profileStep(const StepInput &input,
+                           std::vector<double> &launchMs,
+                           std::string &error) override;
 
 private:
+  const float *run(const StepInput &input, std::vector<double> *launchMs,
+                   std::string &error);
   const Artifact &art;
   HostModelOptions opts;
   std::vector<std::vector<uint8_t>> storage; // per buffer (non-weights)
