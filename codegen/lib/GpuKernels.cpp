@@ -819,12 +819,18 @@ SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
                            k.imul(quad, k.c(kWords))),
                     kWords, kWords % 4 == 0));
   SmallVector<SmallVector<Value>> vw;
-  for (int64_t dk : {0, 1, 8, 9})
-    vw.push_back(g.loadWords(
-        vc,
-        k.iadd(rowWord(k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))))),
-               k.imul(row, k.c(vWords))),
-        vWords, vWords % 4 == 0));
+  for (int64_t dk : {0, 1, 8, 9}) {
+    Value key = k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))));
+    SmallVector<Value> words =
+        g.loadWords(vc, k.iadd(rowWord(key), k.imul(row, k.c(vWords))), vWords,
+                    vWords % 4 == 0);
+    // Values of keys past the position are never read by the host; zero
+    // them so that P = 0 times a stale Inf or NaN stays 0.
+    Value visible = k.icmp(CmpI::sle, k.iadd(k.imul(blk, k.c(s.page)), key), p);
+    for (Value &w : words)
+      w = k.select(visible, w, g.ci32(0));
+    vw.push_back(words);
+  }
   // S fragments of the two 8-key tiles.
   SmallVector<Value> sv; // [tile][4]
   for (int64_t nt = 0; nt < 2; ++nt) {
@@ -910,10 +916,14 @@ bool attentionFits(Operation *op, int64_t threads) {
   if (!type.getElementType().isBF16() || !vtype.getElementType().isBF16())
     return false;
   Type qe = elementOf(op->getOperand(0));
-  if (!qe.isBF16() && !qe.isF32())
+  // bf16 queries only: the mma takes bf16 operands, and rounding FP32
+  // queries would change the scores beyond summation order.
+  if (!qe.isBF16())
     return false;
   const int64_t warps = threads / kWarp;
-  return s.d % 32 == 0 && s.d <= 256 && s.group <= 16 &&
+  // D <= 128 keeps the per-warp O tiles within 48 KiB of static shared
+  // memory (4 warps x 16 rows x D floats).
+  return s.d % 32 == 0 && s.d <= 128 && s.group <= 16 &&
          s.page % (warps * 16) == 0;
 }
 
@@ -941,7 +951,6 @@ void attentionKernel(GK &g, Operation *op) {
       sparse ? cast<msa::SparseAttentionOp>(op).getScale().convertToFloat()
              : cast<msa::DenseAttentionOp>(op).getScale().convertToFloat();
   const int64_t kk = sparse ? shapeOf(op->getOperand(6))[2] : 0;
-  Type qe = elementOf(op->getOperand(0));
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
   const int64_t groupsPerBlock = s.page / 16;
   Value T = k.scalar(0);
@@ -958,42 +967,24 @@ void attentionKernel(GK &g, Operation *op) {
     Value p = k.loadIndex(pos, t);
     Value seq = k.loadIndex(seqs, t);
     Value qHead0 = k.imul(kvHead, k.c(s.group));
-    // Q fragments (A, row-major 16 x 16 per k-step): rows `row`, `row + 8`,
-    // columns 2 * quad (+ 8).
-    // Channels 2w, 2w + 1 of head row `r` as a bf16 pair, for the word
-    // w = quad * D/8 + i the k positions are assigned (attentionGroup).
-    auto qWord = [&](Value r, int64_t i) -> Value {
+    // Q fragments (A, row-major 16 x 16 per k-step): rows `row` and
+    // `row + 8` (query heads of the group; zero past it), the lane's D/8
+    // words (16-byte loads) in the k assignment of attentionGroup.
+    auto rowWords = [&](Value r) {
       Value inGroup = k.icmp(CmpI::ult, r, k.c(s.group));
       Value head = k.iadd(qHead0, g.imin(r, k.c(s.group - 1)));
-      Value at =
-          k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(d)),
-                 k.imul(k.iadd(k.imul(quad, k.c(d / 8)), k.c(i)), k.c(2)));
-      Value word =
-          g.packBF16(k.loadF(q, at, qe), k.loadF(q, k.iadd(at, k.c(1)), qe));
-      return k.select(inGroup, word, g.ci32(0));
+      Value at = k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(d / 2)),
+                        k.imul(quad, k.c(d / 8)));
+      SmallVector<Value> w = g.loadWords(q, at, d / 8, (d / 8) % 4 == 0);
+      for (Value &x : w)
+        x = k.select(inGroup, x, g.ci32(0));
+      return w;
     };
+    SmallVector<Value> qLo = rowWords(row), qHi = rowWords(row8);
     SmallVector<SmallVector<Value>> qa;
-    if (qe.isBF16()) {
-      // bf16 queries: the lane's D/8 words of each row, 16-byte loads.
-      auto rowWords = [&](Value r) {
-        Value inGroup = k.icmp(CmpI::ult, r, k.c(s.group));
-        Value head = k.iadd(qHead0, g.imin(r, k.c(s.group - 1)));
-        Value at =
-            k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(d / 2)),
-                   k.imul(quad, k.c(d / 8)));
-        SmallVector<Value> w = g.loadWords(q, at, d / 8, (d / 8) % 4 == 0);
-        for (Value &x : w)
-          x = k.select(inGroup, x, g.ci32(0));
-        return w;
-      };
-      SmallVector<Value> lo = rowWords(row), hi = rowWords(row8);
-      for (int64_t ks = 0; ks < kSteps; ++ks)
-        qa.push_back({lo[2 * ks], hi[2 * ks], lo[2 * ks + 1], hi[2 * ks + 1]});
-    } else {
-      for (int64_t ks = 0; ks < kSteps; ++ks)
-        qa.push_back({qWord(row, 2 * ks), qWord(row8, 2 * ks),
-                      qWord(row, 2 * ks + 1), qWord(row8, 2 * ks + 1)});
-    }
+    for (int64_t ks = 0; ks < kSteps; ++ks)
+      qa.push_back(
+          {qLo[2 * ks], qHi[2 * ks], qLo[2 * ks + 1], qHi[2 * ks + 1]});
 
     // Blocks of this chunk: slots [lo, hi).
     Value lo, hi;
@@ -1079,7 +1070,8 @@ void attentionKernel(GK &g, Operation *op) {
       for (int64_t wi = 0; wi < g.warps; ++wi) {
         Value mw = k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32);
         Value lw = k.loadF(lS, k.iadd(k.c(wi * 16), h), k.f32);
-        Value wgt = k.select(k.fcmp(CmpF::OGT, lw, k.cf(0)),
+        // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
+        Value wgt = k.select(k.fcmp(CmpF::UGT, lw, k.cf(0)),
                              k.exp(k.sub(mw, m)), k.cf(0));
         acc = k.add(
             acc,
@@ -1127,7 +1119,8 @@ void attentionCombineKernel(GK &g, Operation *op) {
       mx = k.maxf(mx, m[ch]);
     Value num = k.cf(0), den = k.cf(0);
     for (int64_t ch = 0; ch < s.chunks; ++ch) {
-      Value wgt = k.select(k.fcmp(CmpF::OGT, l[ch], k.cf(0)),
+      // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
+      Value wgt = k.select(k.fcmp(CmpF::UGT, l[ch], k.cf(0)),
                            k.exp(k.sub(m[ch], mx)), k.cf(0));
       num = k.add(num, k.mul(wgt, acc[ch]));
       den = k.add(den, k.mul(wgt, l[ch]));

@@ -916,11 +916,13 @@ FailureOr<HostProgram> ProgramBuilder::run() {
     desc.name =
         nameAttr ? nameAttr.str() : "arg" + std::to_string(desc.argument);
     if (auto cache = dyn_cast<msa::PagedCacheType>(arg.getType())) {
-      if (!isSupportedElement(cache.getElementType()))
-        return forward.emitError("the host backend supports bf16 and f32 "
-                                 "caches; got ")
+      if (!isSupportedElement(cache.getElementType()) &&
+          !isa<Float8E4M3FNType>(cache.getElementType()))
+        return forward.emitError("the host backend supports bf16, f32 and "
+                                 "fp8 (E4M3) caches; got ")
                    << cache.getElementType()
-                   << " (use --kv-cache-dtype bf16 --index-cache-dtype bf16)",
+                   << " (use --kv-cache-dtype bf16|fp8 --index-cache-dtype "
+                      "bf16|fp8)",
                failure();
       desc.kind = BufferDesc::Kind::Cache;
       desc.dtype = dtypeName(cache.getElementType());

@@ -68,20 +68,111 @@ public:
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
   }
 
+  Value ci(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  }
   Value loadF(Value base, Value index, Type storage) {
     if (storage.isF32())
       return LLVM::LoadOp::create(b, loc, f32, gep(base, index, f32));
-    assert(storage.isBF16() && "host kernels store bf16 or f32");
+    if (llvm::isa<Float8E4M3FNType>(storage))
+      return decodeE4M3(LLVM::LoadOp::create(b, loc, b.getI8Type(),
+                                             gep(base, index, b.getI8Type())));
+    assert(storage.isBF16() && "host kernels load bf16, f32 or f8E4M3FN");
     Value h = LLVM::LoadOp::create(b, loc, i16, gep(base, index, i16));
     Value w = arith::ExtUIOp::create(b, loc, i32, h);
     Value shifted = arith::ShLIOp::create(
         b, loc, w, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
     return arith::BitcastOp::create(b, loc, f32, shifted);
   }
-  /// Stores an FP32 value; BF16 rounds to nearest even (NaN stays NaN).
+  /// FP8 E4M3FN byte -> FP32 (bias 7, subnormals, 0x7F/0xFF NaN).
+  Value decodeE4M3(Value byte) {
+    Value v = arith::ExtUIOp::create(b, loc, i32, byte);
+    auto andI = [&](Value x, int64_t m) {
+      return arith::AndIOp::create(b, loc, x, ci(m)).getResult();
+    };
+    auto shr = [&](Value x, int64_t n) {
+      return arith::ShRUIOp::create(b, loc, x, ci(n)).getResult();
+    };
+    auto shl = [&](Value x, int64_t n) {
+      return arith::ShLIOp::create(b, loc, x, ci(n)).getResult();
+    };
+    Value e = andI(shr(v, 3), 15), m = andI(v, 7);
+    // Normal: 2^(e-7) * (1 + m/8) = bits ((e + 120) << 23) | (m << 20).
+    Value normal = arith::BitcastOp::create(
+        b, loc, f32,
+        arith::OrIOp::create(b, loc,
+                             shl(arith::AddIOp::create(b, loc, e, ci(120)), 23),
+                             shl(m, 20)));
+    // Subnormal: m * 2^-9.
+    Value sub = arith::MulFOp::create(
+        b, loc, arith::UIToFPOp::create(b, loc, f32, m), cf(1.0 / 512));
+    Value isSub =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, e, ci(0));
+    Value mag = arith::SelectOp::create(b, loc, isSub, sub, normal);
+    Value isNan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        andI(v, 0x7F), ci(0x7F));
+    mag = arith::SelectOp::create(b, loc, isNan, cf(NAN), mag);
+    Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                      andI(v, 0x80), ci(0));
+    return arith::SelectOp::create(b, loc, neg,
+                                   arith::NegFOp::create(b, loc, mag), mag);
+  }
+  /// FP32 -> FP8 E4M3FN byte (as i8): |x| >= 448 (and infinities) saturate
+  /// to 448, otherwise round to nearest even (subnormals in units of
+  /// 2^-9); NaN stays NaN (0x7F). Matches floatToE4M3 in LowPrecision.h.
+  Value encodeE4M3(Value x) {
+    Value bits = arith::BitcastOp::create(b, loc, i32, x);
+    Value sign = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, bits, ci(24)), ci(0x80));
+    Value a = math::AbsFOp::create(b, loc, x);
+    Value abits = arith::BitcastOp::create(b, loc, i32, a);
+    // Normal range: round the FP32 mantissa to 3 bits (nearest even).
+    Value lsb = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, abits, ci(20)), ci(1));
+    Value rounded = arith::AddIOp::create(
+        b, loc, abits, arith::AddIOp::create(b, loc, lsb, ci(0x7FFFF)));
+    Value normal = arith::SubIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, rounded, ci(20)), ci(120 << 3));
+    // Subnormal range (|x| < 2^-6): q = round-half-even(|x| * 512), 0..8.
+    Value scaled = arith::MulFOp::create(b, loc, a, cf(512.0));
+    Value q = arith::FPToUIOp::create(b, loc, i32, scaled);
+    Value frac = arith::SubFOp::create(b, loc, scaled,
+                                       arith::UIToFPOp::create(b, loc, f32, q));
+    Value up = arith::OrIOp::create(
+        b, loc,
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, frac, cf(0.5)),
+        arith::AndIOp::create(
+            b, loc,
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, frac,
+                                  cf(0.5)),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                  arith::AndIOp::create(b, loc, q, ci(1)),
+                                  ci(0))));
+    Value subnormal = arith::AddIOp::create(
+        b, loc, q, arith::ExtUIOp::create(b, loc, i32, up));
+    Value isSub = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a,
+                                        cf(1.0 / 64));
+    Value code = arith::SelectOp::create(b, loc, isSub, subnormal, normal);
+    Value big =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, a, cf(448.0));
+    code = arith::SelectOp::create(b, loc, big, ci(0x7E), code);
+    Value isNan =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
+    code = arith::SelectOp::create(b, loc, isNan, ci(0x7F), code);
+    code = arith::OrIOp::create(b, loc, code, sign);
+    return arith::TruncIOp::create(b, loc, b.getI8Type(), code);
+  }
+
+  /// Stores an FP32 value; BF16 rounds to nearest even (NaN stays NaN),
+  /// FP8 E4M3FN as encodeE4M3.
   void storeF(Value base, Value index, Value value, Type storage) {
     if (storage.isF32()) {
       LLVM::StoreOp::create(b, loc, value, gep(base, index, f32));
+      return;
+    }
+    if (llvm::isa<Float8E4M3FNType>(storage)) {
+      LLVM::StoreOp::create(b, loc, encodeE4M3(value),
+                            gep(base, index, b.getI8Type()));
       return;
     }
     auto ci = [&](int64_t v) {

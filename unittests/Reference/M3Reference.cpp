@@ -35,11 +35,9 @@ static std::vector<float> roundAll(std::vector<float> v) {
 // MSA pieces
 //===----------------------------------------------------------------------===//
 
-std::vector<float> msac::reference::blockScores(const float *q,
-                                                const float *keys,
-                                                int64_t numKeys, int64_t dim,
-                                                int64_t position,
-                                                int64_t blockSize) {
+std::vector<float>
+msac::reference::blockScores(const float *q, const float *keys, int64_t numKeys,
+                             int64_t dim, int64_t position, int64_t blockSize) {
   const int64_t last = std::min(position, numKeys - 1);
   std::vector<float> scores(last / blockSize + 1,
                             -std::numeric_limits<float>::infinity());
@@ -55,9 +53,10 @@ std::vector<float> msac::reference::blockScores(const float *q,
   return scores;
 }
 
-std::vector<int32_t> msac::reference::selectBlocks(
-    const std::vector<float> &scores, int64_t position, int64_t k,
-    int64_t blockSize, int64_t local, int64_t init) {
+std::vector<int32_t>
+msac::reference::selectBlocks(const std::vector<float> &scores,
+                              int64_t position, int64_t k, int64_t blockSize,
+                              int64_t local, int64_t init) {
   const int64_t L = position / blockSize;
   const int64_t n = L + 1;
   std::vector<int32_t> out;
@@ -71,16 +70,15 @@ std::vector<int32_t> msac::reference::selectBlocks(
     for (int64_t b = init; b <= L - local; ++b)
       candidates.push_back(static_cast<int32_t>(b));
     auto key = [&](int32_t b) {
-      float s = b < static_cast<int64_t>(scores.size()) ? scores[b]
-                                                          : -INFINITY;
+      float s = b < static_cast<int64_t>(scores.size()) ? scores[b] : -INFINITY;
       return std::isnan(s) ? -INFINITY : s;
     };
     // Score descending; the lower block id wins a tie.
     std::sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
       return key(a) != key(b) ? key(a) > key(b) : a < b;
     });
-    for (int64_t i = 0; i < k - init - local &&
-                        i < static_cast<int64_t>(candidates.size());
+    for (int64_t i = 0;
+         i < k - init - local && i < static_cast<int64_t>(candidates.size());
          ++i)
       out.push_back(candidates[i]);
     for (int64_t b = L - local + 1; b <= L; ++b)
@@ -91,8 +89,8 @@ std::vector<int32_t> msac::reference::selectBlocks(
 }
 
 float msac::reference::attend(const float *q, const float *keys,
-                              const float *values, int64_t numKeys,
-                              int64_t dim, int64_t position, float scale,
+                              const float *values, int64_t numKeys, int64_t dim,
+                              int64_t position, float scale,
                               const std::vector<int32_t> *blocks,
                               int64_t blockSize, float *out) {
   std::vector<int64_t> visible;
@@ -206,8 +204,7 @@ static std::vector<float> dequantize(const ckpt::ResolvedWeight &w,
   const int64_t scaleSize = ckpt::dtypeBits(w.scaleDType) / 8;
   auto scaleAt = [&](int64_t index) {
     const uint8_t *p = scaleBytes + index * scaleSize;
-    if (w.scaleDType == DType::U8 &&
-        (w.format == WeightFormat::NVFP4))
+    if (w.scaleDType == DType::U8 && (w.format == WeightFormat::NVFP4))
       return numerics::e4m3ToFloat(*p); // NVFP4 scales stored as bytes
     return decodeFloat(w.scaleDType, p);
   };
@@ -218,8 +215,8 @@ static std::vector<float> dequantize(const ckpt::ResolvedWeight &w,
     if (w.globalScaleIsDivisor)
       global = 1.0f / global;
   }
-  const bool fourBit = w.format == WeightFormat::NVFP4 ||
-                       w.format == WeightFormat::MXFP4;
+  const bool fourBit =
+      w.format == WeightFormat::NVFP4 || w.format == WeightFormat::MXFP4;
   for (int64_t i = 0; i < numel; ++i) {
     const int64_t row = i / cols, col = i % cols;
     float value;
@@ -379,9 +376,12 @@ std::vector<float> M3Reference::forward(Sequence &seq,
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       const ckpt::LayerSpec &layer = c.layers[l];
       std::vector<float> h = rmsNorm(x, pre + "input_layernorm.weight");
-      std::vector<float> q = roundAll(matvec(h, pre + "self_attn.q_proj.weight", Hq * D));
-      std::vector<float> k = roundAll(matvec(h, pre + "self_attn.k_proj.weight", Hkv * D));
-      std::vector<float> v = roundAll(matvec(h, pre + "self_attn.v_proj.weight", Hkv * D));
+      std::vector<float> q =
+          roundAll(matvec(h, pre + "self_attn.q_proj.weight", Hq * D));
+      std::vector<float> k =
+          roundAll(matvec(h, pre + "self_attn.k_proj.weight", Hkv * D));
+      std::vector<float> v =
+          roundAll(matvec(h, pre + "self_attn.v_proj.weight", Hkv * D));
       q = rmsNorm(q, pre + "self_attn.q_norm.weight");
       k = rmsNorm(k, pre + "self_attn.k_norm.weight");
       for (int64_t head = 0; head < Hq; ++head)
@@ -392,13 +392,18 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         std::vector<float> &vc = seq.values[l * Hkv + head];
         kc.insert(kc.end(), k.begin() + head * D, k.begin() + (head + 1) * D);
         vc.insert(vc.end(), v.begin() + head * D, v.begin() + (head + 1) * D);
+        if (kvE4M3)
+          for (std::vector<float> *cache : {&kc, &vc})
+            for (auto it = cache->end() - D; it != cache->end(); ++it)
+              *it = numerics::e4m3ToFloat(numerics::floatToE4M3(*it));
       }
 
       std::vector<float> attn(Hq * D);
       if (layer.attention == ckpt::AttentionKind::Sparse) {
         const ckpt::SparseAttentionConfig &s = c.sparse;
-        std::vector<float> iq = roundAll(
-            matvec(h, pre + "self_attn.index_q_proj.weight", s.indexHeads * s.indexDim));
+        std::vector<float> iq =
+            roundAll(matvec(h, pre + "self_attn.index_q_proj.weight",
+                            s.indexHeads * s.indexDim));
         std::vector<float> ik = roundAll(
             matvec(h, pre + "self_attn.index_k_proj.weight", s.indexDim));
         iq = rmsNorm(iq, pre + "self_attn.index_q_norm.weight");
@@ -408,6 +413,9 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         rope(ik.data(), p);
         std::vector<float> &ic = seq.indexKeys[l];
         ic.insert(ic.end(), ik.begin(), ik.end());
+        if (indexE4M3)
+          for (auto it = ic.end() - s.indexDim; it != ic.end(); ++it)
+            *it = numerics::e4m3ToFloat(numerics::floatToE4M3(*it));
         auto &perToken = selections[l];
         perToken.emplace_back();
         for (int64_t g = 0; g < Hkv; ++g) {
@@ -430,19 +438,20 @@ std::vector<float> M3Reference::forward(Sequence &seq,
           perToken.back().push_back(blocks);
           for (int64_t head = g * group; head < (g + 1) * group; ++head)
             attend(&q[head * D], seq.keys[l * Hkv + g].data(),
-                   seq.values[l * Hkv + g].data(), p + 1, D, p, scale,
-                   &blocks, B, &attn[head * D]);
+                   seq.values[l * Hkv + g].data(), p + 1, D, p, scale, &blocks,
+                   B, &attn[head * D]);
         }
       } else {
         for (int64_t head = 0; head < Hq; ++head) {
           int64_t g = head / group;
           attend(&q[head * D], seq.keys[l * Hkv + g].data(),
-                 seq.values[l * Hkv + g].data(), p + 1, D, p, scale, nullptr,
-                 B, &attn[head * D]);
+                 seq.values[l * Hkv + g].data(), p + 1, D, p, scale, nullptr, B,
+                 &attn[head * D]);
         }
       }
       attn = roundAll(attn);
-      std::vector<float> o = roundAll(matvec(attn, pre + "self_attn.o_proj.weight", H));
+      std::vector<float> o =
+          roundAll(matvec(attn, pre + "self_attn.o_proj.weight", H));
       std::vector<float> residual(H);
       for (int64_t i = 0; i < H; ++i)
         residual[i] = roundBF16(x[i] + o[i]);
@@ -452,18 +461,20 @@ std::vector<float> M3Reference::forward(Sequence &seq,
       std::vector<float> ffn(H);
       if (layer.mlp == ckpt::MlpKind::Dense) {
         ffn = swigluMlp(h2, pre + "mlp.gate_proj.weight",
-                        pre + "mlp.up_proj.weight", pre + "mlp.down_proj.weight",
-                        c.denseIntermediateSize);
+                        pre + "mlp.up_proj.weight",
+                        pre + "mlp.down_proj.weight", c.denseIntermediateSize);
       } else {
         const std::string m = pre + "block_sparse_moe.";
         // Router (§1.4): FP32 logits, sigmoid, top-k on score + bias, the
         // unbiased scores renormalized and scaled.
-        std::vector<float> logitsE = matvec(h2, m + "gate.weight", c.numExperts);
+        std::vector<float> logitsE =
+            matvec(h2, m + "gate.weight", c.numExperts);
         std::vector<float> score(c.numExperts), biased(c.numExperts);
         for (int64_t e = 0; e < c.numExperts; ++e) {
           score[e] = 1.0f / (1.0f + std::exp(-logitsE[e]));
-          biased[e] = score[e] +
-                      (c.routingBias ? w(m + "e_score_correction_bias")[e] : 0.0f);
+          biased[e] =
+              score[e] +
+              (c.routingBias ? w(m + "e_score_correction_bias")[e] : 0.0f);
         }
         std::vector<int64_t> order(c.numExperts);
         std::iota(order.begin(), order.end(), 0);
@@ -475,21 +486,24 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         for (int64_t i = 0; i < c.expertsPerToken; ++i)
           total += score[order[i]];
         if (c.numExperts > c.expertsPerToken)
-          margin = std::min<double>(margin, biased[order[c.expertsPerToken - 1]] -
-                                        biased[order[c.expertsPerToken]]);
+          margin =
+              std::min<double>(margin, biased[order[c.expertsPerToken - 1]] -
+                                           biased[order[c.expertsPerToken]]);
         std::vector<float> routed(H, 0.0f);
         for (int64_t i = 0; i < c.expertsPerToken; ++i) {
           int64_t e = order[i];
           float weight = static_cast<float>(c.routedScalingFactor) *
                          (c.renormalize ? score[e] / total : score[e]);
           const std::string x0 = m + "experts." + std::to_string(e) + ".";
-          std::vector<float> g = roundAll(matvec(h2, x0 + "w1.weight", c.moeIntermediateSize));
-          std::vector<float> u = roundAll(matvec(h2, x0 + "w3.weight", c.moeIntermediateSize));
+          std::vector<float> g =
+              roundAll(matvec(h2, x0 + "w1.weight", c.moeIntermediateSize));
+          std::vector<float> u =
+              roundAll(matvec(h2, x0 + "w3.weight", c.moeIntermediateSize));
           std::vector<float> a(c.moeIntermediateSize);
           for (int64_t j = 0; j < c.moeIntermediateSize; ++j)
-            a[j] = roundBF16(swiglu(g[j], u[j],
-                                    static_cast<float>(c.swigluAlpha),
-                                    static_cast<float>(c.swigluLimit)));
+            a[j] =
+                roundBF16(swiglu(g[j], u[j], static_cast<float>(c.swigluAlpha),
+                                 static_cast<float>(c.swigluLimit)));
           std::vector<float> d = matvec(a, x0 + "w2.weight", H);
           for (int64_t j = 0; j < H; ++j)
             routed[j] += weight * d[j];

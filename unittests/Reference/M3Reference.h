@@ -1,4 +1,5 @@
-//===- M3Reference.h - Plain C++ reference of the MiniMax-M3 model -*- C++ -*-===//
+//===- M3Reference.h - Plain C++ reference of the MiniMax-M3 model -*- C++
+//-*-===//
 //
 // Part of msac's tests. A deliberately plain, readable implementation of
 // msa-m3-spec.md §1.4 and §2-§3, used only as the independent reference
@@ -56,8 +57,7 @@ std::vector<int32_t> selectBlocks(const std::vector<float> &scores,
 /// outputs, returns the log-sum-exp (natural log; -inf with no key).
 float attend(const float *q, const float *keys, const float *values,
              int64_t numKeys, int64_t dim, int64_t position, float scale,
-             const std::vector<int32_t> *blocks, int64_t blockSize,
-             float *out);
+             const std::vector<int32_t> *blocks, int64_t blockSize, float *out);
 
 //===----------------------------------------------------------------------===//
 // The whole text model
@@ -81,8 +81,7 @@ public:
 
   /// Appends `tokens` to `seq` (prefill, a chunk of it, or decode steps)
   /// and returns FP32 logits, [tokens.size()][vocab] row-major.
-  std::vector<float> forward(Sequence &seq,
-                             const std::vector<int32_t> &tokens);
+  std::vector<float> forward(Sequence &seq, const std::vector<int32_t> &tokens);
 
   /// The blocks each MSA layer selected for the last `forward` call:
   /// [layer][token][group][k].
@@ -101,6 +100,15 @@ public:
 
   const ckpt::ModelConfig &config() const { return cfg; }
 
+  /// Cache element formats (msa-m3-spec.md §4.1): with `kvFP8` / `indexFP8`
+  /// the keys and values / index keys are stored as FP8 E4M3 (scale 1:
+  /// saturating round to nearest even, LowPrecision.h) when appended; by
+  /// default they stay BF16.
+  void setCacheFormats(bool kvFP8, bool indexFP8) {
+    kvE4M3 = kvFP8;
+    indexE4M3 = indexFP8;
+  }
+
 private:
   M3Reference() = default;
   const std::vector<float> &w(const std::string &name) const;
@@ -118,6 +126,7 @@ private:
   std::map<std::string, std::vector<float>> weights;
   std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> selections;
   std::vector<double> margins;
+  bool kvE4M3 = false, indexE4M3 = false;
 };
 
 } // namespace msac::reference

@@ -224,6 +224,12 @@ int main(int argc, char **argv) {
     diags.print(std::cerr);
     return 2;
   }
+  // The reference stores the caches in the artifact's formats.
+  bool kvFP8 = false, indexFP8 = false;
+  for (const runtime::Buffer &b : artifact->buffers())
+    if (b.kind == runtime::Buffer::Kind::Cache && b.dtype == "f8E4M3FN")
+      (b.name.rfind("index_cache", 0) == 0 ? indexFP8 : kvFP8) = true;
+  ref->setCacheFormats(kvFP8, indexFP8);
   const int64_t vocab = artifact->model().vocabSize;
   bool ok = true;
   auto report = [&](const std::string &name, const Errors &e) {
