@@ -325,6 +325,71 @@ inline Value pageOf(KB &k, Value table, Value seq, Value block) {
   return k.loadIndex(table, k.iadd(k.imul(seq, k.scalar(2)), block));
 }
 
+/// Decodes an FP4 E2M1 code (low 4 bits of `code`, an i32) to FP32.
+inline Value decodeE2M1(KB &k, Value code) {
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(v));
+  };
+  Value m = arith::AndIOp::create(k.b, k.loc, code, ci(7));
+  static const double values[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  Value v = k.cf(0);
+  for (int i = 1; i < 8; ++i)
+    v = k.select(k.icmp(arith::CmpIPredicate::eq, m, ci(i)), k.cf(values[i]),
+                 v);
+  Value negative =
+      k.icmp(arith::CmpIPredicate::ne,
+             arith::AndIOp::create(k.b, k.loc, code, ci(8)), ci(0));
+  // negf, not 0 - v: code 8 is -0.
+  return k.select(negative, arith::NegFOp::create(k.b, k.loc, v), v);
+}
+
+/// Decodes an 8-bit float (`byte` as i32) of `type` to FP32: E4M3FN (bias
+/// 7, 0x7F NaN), E5M2 (bias 15), E8M0 (2^(byte-127), 0xFF NaN).
+inline Value decodeByteFloat(KB &k, Value byte, Type type) {
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(v));
+  };
+  auto shl = [&](Value x, int64_t n) {
+    return arith::ShLIOp::create(k.b, k.loc, x, ci(n));
+  };
+  auto bits = [&](Value i) {
+    return arith::BitcastOp::create(k.b, k.loc, k.f32, i);
+  };
+  if (isa<Float8E8M0FNUType>(type) || type.isUnsignedInteger(8) ||
+      type.isSignlessInteger(8)) {
+    Value normal = bits(shl(byte, 23));
+    Value v = k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(0)),
+                       bits(ci(0x00400000)), normal);
+    return k.select(k.icmp(arith::CmpIPredicate::eq, byte, ci(255)), k.cf(NAN),
+                    v);
+  }
+  const bool e5m2 = isa<Float8E5M2Type>(type);
+  const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  Value sign = shl(arith::ShRUIOp::create(k.b, k.loc, byte, ci(7)), 31);
+  Value exponent = arith::AndIOp::create(
+      k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, byte, ci(mant)),
+      ci(e5m2 ? 31 : 15));
+  Value m = arith::AndIOp::create(k.b, k.loc, byte, ci((1 << mant) - 1));
+  Value normal = bits(arith::OrIOp::create(
+      k.b, k.loc, sign,
+      arith::OrIOp::create(
+          k.b, k.loc,
+          shl(arith::AddIOp::create(k.b, k.loc, exponent, ci(127 - bias)), 23),
+          shl(m, 23 - mant))));
+  Value sub = k.mul(arith::UIToFPOp::create(k.b, k.loc, k.f32, m),
+                    k.cf(std::ldexp(1.0, 1 - bias - mant)));
+  sub = k.select(k.icmp(arith::CmpIPredicate::ne, sign, ci(0)),
+                 arith::NegFOp::create(k.b, k.loc, sub), sub); // 0x80 is -0
+  Value v =
+      k.select(k.icmp(arith::CmpIPredicate::eq, exponent, ci(0)), sub, normal);
+  Value isNan =
+      e5m2 ? k.icmp(arith::CmpIPredicate::eq, exponent, ci(31))
+           : arith::AndIOp::create(
+                 k.b, k.loc, k.icmp(arith::CmpIPredicate::eq, exponent, ci(15)),
+                 k.icmp(arith::CmpIPredicate::eq, m, ci(7)));
+  return k.select(isNan, k.cf(NAN), v);
+}
+
 } // namespace msac::kernels
 
 #endif // MSAC_CODEGEN_LIB_KERNELBUILDER_H

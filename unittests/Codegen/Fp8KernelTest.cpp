@@ -10,7 +10,10 @@
 // (ties to even), one FP32 ulp around each, the saturation range (448 and
 // beyond, infinities), NaNs, signed zeros, subnormals and FP32 denormals,
 // plus a sweep of FP32 bit patterns, encoded (msa-m3-spec.md §4.2; bug-cases
-// family 2).
+// family 2). And the exhaustive NVFP4 -> FP8 dequantization table: every
+// E2M1 code times every non-negative E4M3 scale byte (0x00-0x7E), the FP32
+// product rounded to E4M3 with saturation (§4.2 `inference.dequant`),
+// through the decoders the `bsq.dequantize` kernels use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,8 +57,9 @@ uint32_t floatToBits(float f) {
 }
 
 /// Builds `void fp8(void **buffers, const int64_t *scalars)`: buffers are
-/// in (f32[n]), out (f8[n]), bytes (f8[256]), decoded (f32[256]); encodes
-/// in -> out and decodes bytes -> decoded. Returns the loaded function.
+/// in (f32[n]), out (f8[n]), bytes (f8[256]), decoded (f32[256]), table
+/// (f8[16 * 127]); encodes in -> out, decodes bytes -> decoded and fills
+/// the NVFP4 -> FP8 table. Returns the loaded function.
 Kernel buildKernel(MLIRContext &ctx, void *&library, std::string &soPath) {
   ctx.loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
                   arith::ArithDialect, func::FuncDialect>();
@@ -76,6 +80,24 @@ Kernel buildKernel(MLIRContext &ctx, void *&library, std::string &soPath) {
          [&](Value i) { k.storeF(out, i, k.loadF(in, i, k.f32), f8); });
   k.loop(k.c(0), k.c(256),
          [&](Value i) { k.storeF(decoded, i, k.loadF(bytes, i, f8), k.f32); });
+  // The weight dequantizer's byte decoder on the same bytes.
+  Value decoded2 = k.ptr(5);
+  k.loop(k.c(0), k.c(256), [&](Value i) {
+    Value byte = arith::ExtUIOp::create(
+        body, loc, k.i32,
+        LLVM::LoadOp::create(body, loc, body.getI8Type(),
+                             k.gep(bytes, i, body.getI8Type())));
+    k.storeF(decoded2, i, decodeByteFloat(k, byte, f8), k.f32);
+  });
+  // table[scale * 16 + code] = E4M3(e2m1(code) * e4m3(scale)).
+  Value table = k.ptr(4);
+  k.loop(k.c(0), k.c(16 * 0x7F), [&](Value i) {
+    Value i32v = arith::IndexCastOp::create(body, loc, k.i32, i);
+    Value code = arith::AndIOp::create(body, loc, i32v, k.ci(15));
+    Value scale = arith::ShRUIOp::create(body, loc, i32v, k.ci(4));
+    Value product = k.mul(decodeE2M1(k, code), decodeByteFloat(k, scale, f8));
+    k.storeF(table, i, product, f8);
+  });
   func::ReturnOp::create(body, loc);
   if (failed(lowerKernelsToLLVM(*module)))
     return nullptr;
@@ -136,11 +158,12 @@ TEST(Fp8KernelTest, GeneratedConversionsMatchLowPrecision) {
     inputs.push_back(bitsToFloat((s << 31) | (e << 23) | m));
   }
 
-  std::vector<uint8_t> out(inputs.size()), bytes(256);
-  std::vector<float> decoded(256);
+  std::vector<uint8_t> out(inputs.size()), bytes(256), table(16 * 0x7F);
+  std::vector<float> decoded(256), decoded2(256);
   for (int i = 0; i < 256; ++i)
     bytes[i] = static_cast<uint8_t>(i);
-  void *buffers[] = {inputs.data(), out.data(), bytes.data(), decoded.data()};
+  void *buffers[] = {inputs.data(),  out.data(),   bytes.data(),
+                     decoded.data(), table.data(), decoded2.data()};
   const int64_t scalars[3] = {static_cast<int64_t>(inputs.size()), 0, 0};
   kernel(buffers, scalars);
 
@@ -156,11 +179,21 @@ TEST(Fp8KernelTest, GeneratedConversionsMatchLowPrecision) {
   }
   for (int i = 0; i < 256; ++i) {
     float want = numerics::e4m3ToFloat(static_cast<uint8_t>(i));
-    if (std::isnan(want))
-      EXPECT_TRUE(std::isnan(decoded[i])) << "byte " << i;
-    else
-      EXPECT_EQ(floatToBits(decoded[i]), floatToBits(want)) << "byte " << i;
+    for (const std::vector<float> *d : {&decoded, &decoded2}) {
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan((*d)[i])) << "byte " << i;
+      else
+        EXPECT_EQ(floatToBits((*d)[i]), floatToBits(want)) << "byte " << i;
+    }
   }
+  for (int scale = 0; scale < 0x7F; ++scale)
+    for (int code = 0; code < 16; ++code) {
+      float product = numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
+                      numerics::e4m3ToFloat(static_cast<uint8_t>(scale));
+      uint8_t want = numerics::floatToE4M3(product);
+      EXPECT_EQ(int(table[scale * 16 + code]), int(want))
+          << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex << scale;
+    }
   ::dlclose(library);
   ::unlink(soPath.c_str());
 }
