@@ -62,14 +62,17 @@ std::unique_ptr<Artifact> loadArtifact(const std::string &path, int &rc) {
 
 /// Checks a request's context against the model's maximum and this
 /// runtime's limits; returns "" or an error.
-std::string checkContext(const Artifact &a, int64_t batch, int64_t context,
-                         int64_t chunk) {
+std::string
+checkContext(const Artifact &a, int64_t batch, int64_t context, int64_t chunk,
+             const std::string &what = "prompt + generated tokens") {
   const int64_t maxContext =
       a.model().maxPositions > 0 ? a.model().maxPositions : int64_t(1) << 20;
   if (context > maxContext)
-    return "prompt + generated tokens = " + std::to_string(context) +
-           " exceed the model's maximum context of " +
-           std::to_string(maxContext) + " tokens (max_position_embeddings)";
+    return what + (what.rfind("--", 0) == 0 ? " " : " = ") +
+           std::to_string(context) +
+           (what.rfind("--", 0) == 0 ? " exceeds" : " exceed") +
+           " the model's maximum context of " + std::to_string(maxContext) +
+           " tokens (max_position_embeddings)";
   if (batch > 256)
     return "--batch " + std::to_string(batch) + " exceeds 256 sequences";
   if (chunk > 65536)
@@ -123,17 +126,28 @@ int inspect(const std::string &path, bool asJson) {
   if (!a)
     return rc;
   const ModelInfo &m = a->model();
-  uint64_t activationBytesPerToken = 0;
+  // Activations sized by the step (a T or N extent) count per token; the
+  // others (block-scaled weights dequantized at load) are a fixed size.
+  uint64_t activationBytesPerToken = 0, fixedBytes = 0;
   size_t weights = 0, caches = 0;
   for (const Buffer &b : a->buffers()) {
     weights += b.kind == Buffer::Kind::Weight;
     caches += b.kind == Buffer::Kind::Cache;
     if (b.kind == Buffer::Kind::Activation) {
       uint64_t n = b.elementBytes();
-      for (const Extent &e : b.shape)
+      bool perToken = false;
+      for (const Extent &e : b.shape) {
         n *= e.symbol.empty() ? e.value : 1;
-      activationBytesPerToken += n;
+        perToken |= e.symbol == "T" || e.symbol == "N";
+      }
+      (perToken ? activationBytesPerToken : fixedBytes) += n;
     }
+  }
+  std::string targets;
+  nlohmann::ordered_json targetList = nlohmann::ordered_json::array();
+  for (const Target &t : a->targets()) {
+    targets += (targets.empty() ? "" : ", ") + t.name;
+    targetList.push_back(t.name);
   }
   int64_t sparse =
       std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
@@ -143,6 +157,7 @@ int inspect(const std::string &path, bool asJson) {
         {"format_version", a->formatVersion},
         {"producer", a->producer},
         {"target", a->target},
+        {"targets", targetList},
         {"model",
          {{"model_type", m.modelType},
           {"hidden_size", m.hiddenSize},
@@ -160,14 +175,15 @@ int inspect(const std::string &path, bool asJson) {
           {"bytes", a->weightBytes()},
           {"stripped", a->weightsStripped()}}},
         {"caches", caches},
-        {"activation_bytes_per_token", activationBytesPerToken}};
+        {"activation_bytes_per_token", activationBytesPerToken},
+        {"load_time_buffer_bytes", fixedBytes}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << "artifact:        " << path << "\n"
             << "format version:  " << a->formatVersion << " (" << a->producer
             << ")\n"
-            << "target:          " << a->target << "\n"
+            << "targets:         " << targets << "\n"
             << "model:           " << m.modelType << ", " << m.numLayers
             << " layers (" << sparse << " MSA), hidden " << m.hiddenSize
             << ", heads " << m.numHeads << "/" << m.numKVHeads << " x "
@@ -183,6 +199,9 @@ int inspect(const std::string &path, bool asJson) {
             << m.pageSize << "-token pages\n"
             << "activations:     " << activationBytesPerToken
             << " bytes per token in a step\n";
+  if (fixedBytes)
+    std::cout << "dequantized:     " << fixedBytes
+              << " bytes of block-scaled weights expanded to FP32 at load\n";
   return 0;
 }
 
@@ -441,7 +460,9 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
   auto a = loadArtifact(path, rc);
   if (!a)
     return rc;
-  if (std::string e = checkContext(*a, d.batch, d.context, d.batch); !e.empty())
+  if (std::string e =
+          checkContext(*a, d.batch, d.context, d.batch, "--context");
+      !e.empty())
     return fail(e);
   HostModelOptions o = instanceOptions(*a, d.batch, d.context, d.batch);
   o.dummyWeights = d.dummyWeights;
@@ -629,7 +650,8 @@ int main(int argc, char **argv) {
       "Synthetic weights (needed for --strip-weights artifacts)");
   decodeCmd
       ->add_option("--dump", d.dumpDir,
-                   "Write the attention launches' buffers to this folder")
+                   "Write every non-weight buffer of the last step and "
+                   "dump.json to this existing folder")
       ->check(CLI::ExistingDirectory);
   decodeCmd->add_flag("--no-cuda-graphs", d.noGraphs,
                       "Launch kernel by kernel instead of one graph per step");

@@ -257,6 +257,10 @@ int runCompile() {
                         "sm_100a");
     gpus.push_back(gpu);
   }
+  if (!gpus.empty() && !sys::fs::can_execute(cudaToolkit + "/bin/ptxas"))
+    return usageError("--cuda-toolkit '" + cudaToolkit +
+                      "' has no bin/ptxas, which NVIDIA targets need; point "
+                      "it at a CUDA toolkit (default /usr/local/cuda)");
   if (!checkModelDir(compileDir))
     return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
