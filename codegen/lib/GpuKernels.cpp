@@ -302,6 +302,51 @@ void threadLoop(GK &g, Value count, const std::function<void(Value)> &body) {
 // Indexer: block scores
 //===----------------------------------------------------------------------===//
 
+/// The frame both indexer kernels share, for CTA work items (t, b): a block
+/// past the token's position gets -inf for every group; otherwise
+/// `warpMaxima(t, p, seq, b)` leaves each warp's per-group maxima in
+/// partial[warp * G + g] and the CTA writes their maximum (a NaN never
+/// wins) to out[g, t, b].
+void indexScoreFrame(
+    GK &g, Value out, Value pos, Value seqs, Value partial, Value T, Value MB,
+    int64_t page, int64_t groups, Value negInf,
+    const std::function<void(Value, Value, Value, Value)> &warpMaxima) {
+  KB &k = g.k;
+  g.ctaLoop(k.imul(T, MB), [&](Value w) {
+    Value t = k.idiv(w, MB), blk = k.irem(w, MB);
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
+    g.ifElse(
+        past, {},
+        [&]() -> SmallVector<Value> {
+          for (int64_t gg = 0; gg < groups; ++gg)
+            k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
+              k.storeF(out,
+                       k.iadd(k.imul(k.iadd(k.imul(k.c(gg), T), t), MB), blk),
+                       negInf, k.f32);
+            });
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          warpMaxima(t, p, seq, blk);
+          g.sync();
+          k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(groups)), [&] {
+            Value r = negInf;
+            for (int64_t wi = 0; wi < g.warps; ++wi) {
+              Value v =
+                  k.loadF(partial, k.iadd(k.c(wi * groups), g.tid), k.f32);
+              r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
+            }
+            k.storeF(out, k.iadd(k.imul(k.iadd(k.imul(g.tid, T), t), MB), blk),
+                     r, k.f32);
+          });
+          g.sync();
+          return {};
+        });
+  });
+}
+
 /// Index-key lanes: dI / 8 lanes share one key, each holding 8 channels.
 bool indexScoreFits(msa::IndexScoreOp op, int64_t threads) {
   msa::PagedCacheType type = op.getIndexCache().getType();
@@ -334,84 +379,56 @@ void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
   Value part = k.irem(g.lane, k.c(lanesPerKey));
   Value negInf = k.cf(-INFINITY);
 
-  g.ctaLoop(k.imul(T, MB), [&](Value w) {
-    Value t = k.idiv(w, MB), blk = k.irem(w, MB);
-    Value p = k.loadIndex(pos, t);
-    Value seq = k.loadIndex(seqs, t);
-    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
-    g.ifElse(
-        past, {},
-        [&]() -> SmallVector<Value> {
-          for (int64_t gg = 0; gg < groups; ++gg)
-            k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
-              k.storeF(out,
-                       k.iadd(k.imul(k.iadd(k.imul(k.c(gg), T), t), MB), blk),
-                       negInf, k.f32);
+  indexScoreFrame(
+      g, out, pos, seqs, partial, T, MB, page, groups, negInf,
+      [&](Value t, Value p, Value seq, Value blk) {
+        SmallVector<SmallVector<Value>> qv;
+        for (int64_t gg = 0; gg < groups; ++gg) {
+          Value off =
+              k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
+                     k.imul(part, k.c(8)));
+          SmallVector<Value> v;
+          for (int64_t e = 0; e < 8; ++e)
+            v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
+          qv.push_back(v);
+        }
+        Value phys = pageOf(k, table, seq, blk);
+        Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
+        SmallVector<Value> init(groups, negInf);
+        SmallVector<Value> m = k.reduceN(
+            k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
+            [&](Value it, ValueRange acc) -> SmallVector<Value> {
+              Value slot =
+                  k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
+              Value j = k.iadd(k.imul(blk, k.c(page)), slot);
+              Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
+                                  k.imul(part, k.c(8)));
+              SmallVector<Value> kv = g.load8(cache, koff, ce);
+              Value valid = k.icmp(CmpI::sle, j, p);
+              SmallVector<Value> next;
+              for (int64_t gg = 0; gg < groups; ++gg) {
+                Value s = k.mul(kv[0], qv[gg][0]);
+                for (int64_t e = 1; e < 8; ++e)
+                  s = k.add(s, k.mul(kv[e], qv[gg][e]));
+                s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
+                // A NaN score never wins the max-pool.
+                Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
+                next.push_back(k.select(better, s, acc[gg]));
+              }
+              return next;
             });
-          return {};
-        },
-        [&]() -> SmallVector<Value> {
-          SmallVector<SmallVector<Value>> qv;
-          for (int64_t gg = 0; gg < groups; ++gg) {
-            Value off =
-                k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
-                       k.imul(part, k.c(8)));
-            SmallVector<Value> v;
-            for (int64_t e = 0; e < 8; ++e)
-              v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
-            qv.push_back(v);
+        for (int64_t gg = 0; gg < groups; ++gg) {
+          Value v = m[gg];
+          for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
+            Value o = g.shflXor(v, off);
+            v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
           }
-          Value phys = pageOf(k, table, seq, blk);
-          Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
-          SmallVector<Value> init(groups, negInf);
-          SmallVector<Value> m = k.reduceN(
-              k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
-              [&](Value it, ValueRange acc) -> SmallVector<Value> {
-                Value slot =
-                    k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
-                Value j = k.iadd(k.imul(blk, k.c(page)), slot);
-                Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
-                                    k.imul(part, k.c(8)));
-                SmallVector<Value> kv = g.load8(cache, koff, ce);
-                Value valid = k.icmp(CmpI::sle, j, p);
-                SmallVector<Value> next;
-                for (int64_t gg = 0; gg < groups; ++gg) {
-                  Value s = k.mul(kv[0], qv[gg][0]);
-                  for (int64_t e = 1; e < 8; ++e)
-                    s = k.add(s, k.mul(kv[e], qv[gg][e]));
-                  s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
-                  // A NaN score never wins the max-pool.
-                  Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
-                  next.push_back(k.select(better, s, acc[gg]));
-                }
-                return next;
-              });
-          for (int64_t gg = 0; gg < groups; ++gg) {
-            Value v = m[gg];
-            for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
-              Value o = g.shflXor(v, off);
-              v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
-            }
-            k.ifThen(g.eq(g.lane, k.c(0)), [&] {
-              k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
-                       k.f32);
-            });
-          }
-          g.sync();
-          k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(groups)), [&] {
-            Value r = negInf;
-            for (int64_t wi = 0; wi < g.warps; ++wi) {
-              Value v =
-                  k.loadF(partial, k.iadd(k.c(wi * groups), g.tid), k.f32);
-              r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
-            }
-            k.storeF(out, k.iadd(k.imul(k.iadd(k.imul(g.tid, T), t), MB), blk),
-                     r, k.f32);
+          k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+            k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
+                     k.f32);
           });
-          g.sync();
-          return {};
-        });
-  });
+        }
+      });
 }
 
 /// The tensor-core indexer: index queries bf16, index keys bf16, dI a
@@ -449,94 +466,64 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
 
-  g.ctaLoop(k.imul(T, MB), [&](Value w) {
-    Value t = k.idiv(w, MB), blk = k.irem(w, MB);
-    Value p = k.loadIndex(pos, t);
-    Value seq = k.loadIndex(seqs, t);
-    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
-    g.ifElse(
-        past, {},
-        [&]() -> SmallVector<Value> {
-          for (int64_t gg = 0; gg < groups; ++gg)
-            k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
-              k.storeF(out,
-                       k.iadd(k.imul(k.iadd(k.imul(k.c(gg), T), t), MB), blk),
-                       negInf, k.f32);
-            });
-          return {};
-        },
-        [&]() -> SmallVector<Value> {
-          // Q words of this lane: row `row` (an index head), words
-          // quad * words + i.
-          Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
-          Value qRow =
-              k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
-          Value qBase =
-              k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
-          SmallVector<Value> qw;
-          for (int64_t i = 0; i < words; ++i)
-            qw.push_back(k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))),
-                                  g.ci32(0)));
-          Value zero = g.ci32(0);
-          Value phys = pageOf(k, table, seq, blk);
-          // All key words first.
-          SmallVector<SmallVector<Value>> kw(tiles);
-          for (int64_t j = 0; j < tiles; ++j) {
+  indexScoreFrame(
+      g, out, pos, seqs, partial, T, MB, page, groups, negInf,
+      [&](Value t, Value p, Value seq, Value blk) {
+        // Q words of this lane: row `row` (an index head), words
+        // quad * words + i.
+        Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
+        Value qRow =
+            k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
+        Value qBase =
+            k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
+        SmallVector<Value> qw;
+        for (int64_t i = 0; i < words; ++i)
+          qw.push_back(k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))),
+                                g.ci32(0)));
+        Value zero = g.ci32(0);
+        Value phys = pageOf(k, table, seq, blk);
+        // All key words first.
+        SmallVector<SmallVector<Value>> kw(tiles);
+        for (int64_t j = 0; j < tiles; ++j) {
+          Value slot = k.iadd(
+              k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
+          Value base =
+              k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
+                     k.imul(quad, k.c(words)));
+          for (int64_t v = 0; v < words / 4; ++v) {
+            Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
+            Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
+            for (int64_t e = 0; e < 4; ++e)
+              kw[j].push_back(
+                  LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+          }
+        }
+        Value m = negInf;
+        for (int64_t j = 0; j < tiles; ++j) {
+          SmallVector<Value> c(4, k.cf(0));
+          for (int64_t ks = 0; ks < d / 16; ++ks)
+            c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
+                      {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
+          for (int64_t e = 0; e < 2; ++e) {
             Value slot = k.iadd(
                 k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
-                row);
-            Value base =
-                k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
-                       k.imul(quad, k.c(words)));
-            for (int64_t v = 0; v < words / 4; ++v) {
-              Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
-              Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
-              for (int64_t e = 0; e < 4; ++e)
-                kw[j].push_back(
-                    LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
-            }
+                k.iadd(k.imul(quad, k.c(2)), k.c(e)));
+            Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
+            Value sc = k.mul(c[e], k.cf(scale));
+            // A NaN score never wins the max-pool.
+            Value better =
+                g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
+            m = k.select(better, sc, m);
           }
-          Value m = negInf;
-          for (int64_t j = 0; j < tiles; ++j) {
-            SmallVector<Value> c(4, k.cf(0));
-            for (int64_t ks = 0; ks < d / 16; ++ks)
-              c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
-                        {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
-            for (int64_t e = 0; e < 2; ++e) {
-              Value slot = k.iadd(
-                  k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
-                  k.iadd(k.imul(quad, k.c(2)), k.c(e)));
-              Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
-              Value sc = k.mul(c[e], k.cf(scale));
-              // A NaN score never wins the max-pool.
-              Value better =
-                  g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
-              m = k.select(better, sc, m);
-            }
-          }
-          for (int64_t off : {1, 2}) {
-            Value o = g.shflXor(m, off);
-            m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
-          }
-          k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
-            k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m,
-                     k.f32);
-          });
-          g.sync();
-          k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(groups)), [&] {
-            Value r = negInf;
-            for (int64_t wi = 0; wi < g.warps; ++wi) {
-              Value v =
-                  k.loadF(partial, k.iadd(k.c(wi * groups), g.tid), k.f32);
-              r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
-            }
-            k.storeF(out, k.iadd(k.imul(k.iadd(k.imul(g.tid, T), t), MB), blk),
-                     r, k.f32);
-          });
-          g.sync();
-          return {};
+        }
+        for (int64_t off : {1, 2}) {
+          Value o = g.shflXor(m, off);
+          m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
+        }
+        k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
+          k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m, k.f32);
         });
-  });
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1398,17 +1385,14 @@ void rmsNormKernel(GK &g, msa::RMSNormOp op) {
   g.warpLoop(k.imul(k.scalar(0), k.c(rowsPerToken)), [&](Value r) {
     Value base = k.imul(r, k.c(n));
     Value ss = warpDot(g, in, base, ie, in, base, ie, n);
-    Value mean = k.add(k.div(ss, k.cf(static_cast<double>(n))), k.cf(eps));
-    Value inv = math::RsqrtOp::create(k.b, k.loc, mean);
+    Value inv = rmsInverse(k, ss, n, eps);
     auto loop = scf::ForOp::create(k.b, k.loc, g.lane, k.c(n), k.c(kWarp));
     OpBuilder::InsertionGuard guard(k.b);
     k.b.setInsertionPoint(loop.getBody()->getTerminator());
     Value i = loop.getInductionVar();
     Value x = k.loadF(in, k.iadd(base, i), ie);
-    Value gw = k.loadF(w, i, we);
-    if (offset)
-      gw = k.add(gw, k.cf(1.0));
-    k.storeF(out, k.iadd(base, i), k.mul(k.mul(x, inv), gw), ie);
+    k.storeF(out, k.iadd(base, i),
+             rmsNormValue(k, x, inv, k.loadF(w, i, we), offset), ie);
   });
 }
 

@@ -71,14 +71,11 @@ void rmsNormKernel(KB &k, msa::RMSNormOp op) {
       Value x = k.loadF(in, k.iadd(base, i), ie);
       return k.add(acc, k.mul(x, x));
     });
-    Value mean = k.add(k.div(ss, k.cf(static_cast<double>(n))), k.cf(eps));
-    Value inv = math::RsqrtOp::create(k.b, k.loc, mean);
+    Value inv = rmsInverse(k, ss, n, eps);
     k.loop(k.c(0), k.c(n), [&](Value i) {
       Value x = k.loadF(in, k.iadd(base, i), ie);
-      Value g = k.loadF(w, i, we);
-      if (offset)
-        g = k.add(g, k.cf(1.0));
-      k.storeF(out, k.iadd(base, i), k.mul(k.mul(x, inv), g), ie);
+      k.storeF(out, k.iadd(base, i),
+               rmsNormValue(k, x, inv, k.loadF(w, i, we), offset), ie);
     });
   });
 }

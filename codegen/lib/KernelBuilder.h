@@ -312,6 +312,21 @@ inline int64_t innerElements(Value v) {
   return n;
 }
 
+/// RMS norm (msa.rms_norm): 1 / sqrt(sumSquares / n + eps), then
+/// x * inv * (weight [+ 1 with the Gemma unit offset]). Shared by the host
+/// and GPU kernels so that both round alike.
+inline Value rmsInverse(KB &k, Value sumSquares, int64_t n, float eps) {
+  Value mean =
+      k.add(k.div(sumSquares, k.cf(static_cast<double>(n))), k.cf(eps));
+  return math::RsqrtOp::create(k.b, k.loc, mean);
+}
+inline Value rmsNormValue(KB &k, Value x, Value inv, Value weight,
+                          bool unitOffset) {
+  if (unitOffset)
+    weight = k.add(weight, k.cf(1.0));
+  return k.mul(k.mul(x, inv), weight);
+}
+
 /// Offset of (page, head, slot, 0) in a paged cache.
 inline Value cacheOffset(KB &k, Value page, Value head, Value slot,
                          msa::PagedCacheType type) {

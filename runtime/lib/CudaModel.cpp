@@ -315,21 +315,24 @@ bool CudaModel::fillCaches(uint64_t seed, std::string &error) {
   return true;
 }
 
+bool CudaModel::launchOne(const Step &step, const Launch &launch,
+                          std::string &error) {
+  CUdeviceptr table = launch.table, scal = scalars;
+  void *params[] = {&table, &scal};
+  CUresult rc = driver->cuLaunchKernel(
+      launch.function, static_cast<unsigned>(grid), 1, 1,
+      static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
+  if (rc != 0)
+    error = "cuLaunchKernel(" + step.kernel + "): " + driver->describe(rc);
+  return rc == 0;
+}
+
 bool CudaModel::enqueue(const std::vector<Step> &schedule,
                         const std::vector<Launch> &launches,
                         std::string &error) {
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    CUdeviceptr table = launches[i].table, scal = scalars;
-    void *params[] = {&table, &scal};
-    CUresult rc = driver->cuLaunchKernel(
-        launches[i].function, static_cast<unsigned>(grid), 1, 1,
-        static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
-    if (rc != 0) {
-      error =
-          "cuLaunchKernel(" + schedule[i].kernel + "): " + driver->describe(rc);
+  for (size_t i = 0; i < schedule.size(); ++i)
+    if (!launchOne(schedule[i], launches[i], error))
       return false;
-    }
-  }
   return true;
 }
 
@@ -384,16 +387,8 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
     driver->cuEventRecord(events[0], stream);
   }
   for (size_t i = 0; i < schedule.size(); ++i) {
-    const Step &s = schedule[i];
-    CUdeviceptr table = launches[i].table, scal = scalars;
-    void *params[] = {&table, &scal};
-    CUresult rc = driver->cuLaunchKernel(
-        launches[i].function, static_cast<unsigned>(grid), 1, 1,
-        static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
-    if (rc != 0) {
-      error = "cuLaunchKernel(" + s.kernel + "): " + driver->describe(rc);
+    if (!launchOne(schedule[i], launches[i], error))
       return false;
-    }
     if (launchMs)
       driver->cuEventRecord(events[i + 1], stream);
   }

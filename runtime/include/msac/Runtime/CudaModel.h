@@ -56,6 +56,8 @@ private:
   bool launch(const std::vector<Step> &schedule,
               const std::vector<Launch> &launches, std::string &error,
               std::vector<double> *launchMs = nullptr);
+  /// Enqueues one launch on the model's stream.
+  bool launchOne(const Step &step, const Launch &launch, std::string &error);
   /// Enqueues `schedule` on the model's stream.
   bool enqueue(const std::vector<Step> &schedule,
                const std::vector<Launch> &launches, std::string &error);
