@@ -147,24 +147,20 @@ public:
                             const std::function<SmallVector<Value>()> &then,
                             const std::function<SmallVector<Value>()> &other) {
     auto op = scf::IfOp::create(k.b, k.loc, types, cond, /*withElse=*/true);
-    {
+    auto fill = [&](Block *block,
+                    const std::function<SmallVector<Value>()> &body) {
       OpBuilder::InsertionGuard guard(k.b);
-      k.b.setInsertionPointToStart(op.thenBlock());
+      // Without results the block already ends in an empty yield.
       if (types.empty())
-        k.b.setInsertionPoint(op.thenBlock()->getTerminator());
-      SmallVector<Value> v = then();
+        k.b.setInsertionPoint(block->getTerminator());
+      else
+        k.b.setInsertionPointToStart(block);
+      SmallVector<Value> v = body();
       if (!types.empty())
         scf::YieldOp::create(k.b, k.loc, v);
-    }
-    {
-      OpBuilder::InsertionGuard guard(k.b);
-      k.b.setInsertionPointToStart(op.elseBlock());
-      if (types.empty())
-        k.b.setInsertionPoint(op.elseBlock()->getTerminator());
-      SmallVector<Value> v = other();
-      if (!types.empty())
-        scf::YieldOp::create(k.b, k.loc, v);
-    }
+    };
+    fill(op.thenBlock(), then);
+    fill(op.elseBlock(), other);
     return SmallVector<Value>(op.getResults());
   }
 
@@ -1343,31 +1339,7 @@ void moeRouterKernel(GK &g, msa::MoERouterOp op) {
     }
     g.sync();
     k.ifThen(g.eq(g.tid, k.c(0)), [&] {
-      Value sum = k.cf(0);
-      for (int64_t slot = 0; slot < topK; ++slot) {
-        SmallVector<Value> best =
-            k.reduceN(k.c(0), k.c(e), {k.c(0), k.cf(-INFINITY), k.c(-1)},
-                      [&](Value x, ValueRange acc) -> SmallVector<Value> {
-                        Value sv = k.loadF(biased, x, k.f32);
-                        Value none = g.eq(acc[2], k.c(-1));
-                        Value better =
-                            g.orI(none, k.fcmp(CmpF::OGT, sv, acc[1]));
-                        return {k.select(better, x, acc[0]),
-                                k.select(better, sv, acc[1]), k.c(0)};
-                      });
-        Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
-        k.storeIndex(ids, at, best[0]);
-        k.storeF(biased, best[0], k.cf(-INFINITY), k.f32);
-        Value sv = k.loadF(score, best[0], k.f32);
-        k.storeF(weights, at, sv, k.f32);
-        sum = k.add(sum, sv);
-      }
-      Value factor = renorm ? k.div(k.cf(rsf), sum) : k.cf(rsf);
-      for (int64_t slot = 0; slot < topK; ++slot) {
-        Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
-        k.storeF(weights, at, k.mul(k.loadF(weights, at, k.f32), factor),
-                 k.f32);
-      }
+      routerTopK(k, score, biased, weights, ids, t, e, topK, rsf, renorm);
     });
     g.sync();
   });

@@ -411,30 +411,7 @@ void moeRouterKernel(KB &k, msa::MoERouterOp op) {
       k.storeF(biased, x, hasBias ? k.add(s, k.loadF(bias, x, k.f32)) : s,
                k.f32);
     });
-    // top-k by biased score (ties: lower id); mark taken with -inf.
-    Value sum = k.cf(0);
-    for (int64_t slot = 0; slot < topK; ++slot) {
-      SmallVector<Value> best = k.reduceN(
-          k.c(0), k.c(e), {k.c(0), k.cf(-INFINITY), k.c(-1)},
-          [&](Value x, ValueRange acc) -> SmallVector<Value> {
-            Value s = k.loadF(biased, x, k.f32);
-            Value none = k.icmp(arith::CmpIPredicate::eq, acc[2], k.c(-1));
-            Value better = arith::OrIOp::create(
-                k.b, k.loc, none, k.fcmp(arith::CmpFPredicate::OGT, s, acc[1]));
-            return {k.select(better, x, acc[0]), k.select(better, s, acc[1]),
-                    k.c(0)};
-          });
-      k.storeIndex(ids, k.iadd(k.imul(t, k.c(topK)), k.c(slot)), best[0]);
-      k.storeF(biased, best[0], k.cf(-INFINITY), k.f32);
-      Value s = k.loadF(score, best[0], k.f32);
-      k.storeF(weights, k.iadd(k.imul(t, k.c(topK)), k.c(slot)), s, k.f32);
-      sum = k.add(sum, s);
-    }
-    Value factor = renorm ? k.div(k.cf(rsf), sum) : k.cf(rsf);
-    k.loop(k.c(0), k.c(topK), [&](Value slot) {
-      Value at = k.iadd(k.imul(t, k.c(topK)), slot);
-      k.storeF(weights, at, k.mul(k.loadF(weights, at, k.f32), factor), k.f32);
-    });
+    routerTopK(k, score, biased, weights, ids, t, e, topK, rsf, renorm);
   });
 }
 

@@ -327,6 +327,42 @@ inline Value rmsNormValue(KB &k, Value x, Value inv, Value weight,
   return k.mul(k.mul(x, inv), weight);
 }
 
+/// msa.moe_router's selection for token `t`, given FP32 arrays score[E]
+/// (sigmoid scores) and biased[E] (score + correction bias; overwritten):
+/// the top-k experts by biased score (higher first, lower id on ties; a
+/// NaN never wins but a pick is always made) into ids[t, :], their
+/// unbiased scores times routed_scaling_factor (divided by their sum with
+/// renormalization) into weights[t, :]. Shared by the host and GPU
+/// kernels.
+inline void routerTopK(KB &k, Value score, Value biased, Value weights,
+                       Value ids, Value t, int64_t experts, int64_t topK,
+                       float scaling, bool renormalize) {
+  Value sum = k.cf(0);
+  for (int64_t slot = 0; slot < topK; ++slot) {
+    SmallVector<Value> best = k.reduceN(
+        k.c(0), k.c(experts), {k.c(0), k.cf(-INFINITY), k.c(-1)},
+        [&](Value x, ValueRange acc) -> SmallVector<Value> {
+          Value s = k.loadF(biased, x, k.f32);
+          Value none = k.icmp(arith::CmpIPredicate::eq, acc[2], k.c(-1));
+          Value better = arith::OrIOp::create(
+              k.b, k.loc, none, k.fcmp(arith::CmpFPredicate::OGT, s, acc[1]));
+          return {k.select(better, x, acc[0]), k.select(better, s, acc[1]),
+                  k.c(0)};
+        });
+    Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
+    k.storeIndex(ids, at, best[0]);
+    k.storeF(biased, best[0], k.cf(-INFINITY), k.f32);
+    Value s = k.loadF(score, best[0], k.f32);
+    k.storeF(weights, at, s, k.f32);
+    sum = k.add(sum, s);
+  }
+  Value factor = renormalize ? k.div(k.cf(scaling), sum) : k.cf(scaling);
+  k.loop(k.c(0), k.c(topK), [&](Value slot) {
+    Value at = k.iadd(k.imul(t, k.c(topK)), slot);
+    k.storeF(weights, at, k.mul(k.loadF(weights, at, k.f32), factor), k.f32);
+  });
+}
+
 /// Offset of (page, head, slot, 0) in a paged cache.
 inline Value cacheOffset(KB &k, Value page, Value head, Value slot,
                          msa::PagedCacheType type) {
