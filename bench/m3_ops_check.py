@@ -11,13 +11,11 @@ definitions: PyTorch on the GPU, FP32 math, rounded to the output's dtype.
 It prints, per op, the worst error relative to the largest expected value,
 and exits 1 when an op exceeds its bound.
 
-Status: written on 2026-11-29 after that day's H200 runs; it has not run on
-the H200 yet (the session's device time was spent), so its first run may
-still need fixes.
+A prefill chunk (`--prefill-chunk N`) is checked the same way.
 
 Usage (on the GPU machine):
   ./msac-run bench-decode m3.msa --device cuda --dummy-weights \
-      --batch 8 --context 8192 --steps 1 --warmup 0 --dump DIR
+      --batch 8 --context 8192 --steps 1 --warmup 0 --dump DIR [--prefill-chunk 256]
   python3 bench/m3_ops_check.py DIR --config models/minimax-m3/config.json
 """
 import argparse
@@ -136,13 +134,13 @@ def main():
             record(op, g(b[2])[:T], g(b[1])[g(b[0])[:T].long()])
         elif op == "msa.rms_norm":
             x = g(b[0])[:T].float()
-            n = x.shape[-1]
             w = g(b[1]).float()
+            n = w.numel()  # per-head norms: [T, heads * n] -> [T, heads, n]
             x2 = x.reshape(-1, n)
             want = x2 * torch.rsqrt(x2.pow(2).mean(-1, keepdim=True) + eps) * (w + 1)
             record(op, g(b[2])[:T].reshape(-1, n), bf(want))
         elif op == "msa.linear":
-            x = g(b[0])[:T].float()
+            x = g(b[0])[:T].float().reshape(T, -1)
             record(op, g(b[2])[:T], bf(x @ g(b[1]).float().T))
         elif op == "msa.rope":
             x = g(b[0])[:T].float()
@@ -161,7 +159,7 @@ def main():
             for t in range(T):
                 p = int(pos[t])
                 phys = int(table[int(seqs[t]), p // page])
-                record(op, cache[phys, :, p % page, :], vals[t])
+                record(op, cache[phys, :, p % page, :], vals[t].reshape(cache.shape[1], -1))
         elif op == "msa.index_score":
             q, cache, table, seqs, pos, out = (g(x) for x in b[:6])
             for t in range(T):
@@ -223,10 +221,12 @@ def main():
             uc = up.clamp(-limit, limit)
             record(op, g(b[2])[:T], bf((uc + 1) * gc * torch.sigmoid(alpha * gc)))
         elif op == "msa.moe_router":
-            has_bias = len(b) == 5
+            # input, gate, [bias], weights, ids, [GPU workspace]
+            has_bias = str(b[2]) in s.meta["weights"]
             x, gate = g(b[0])[:T].float(), g(b[1]).float()
             bias = g(b[2]).float() if has_bias else 0
-            w_out, id_out = g(b[-2])[:T], g(b[-1])[:T]
+            o = 3 if has_bias else 2
+            w_out, id_out = g(b[o])[:T], g(b[o + 1])[:T]
             score = torch.sigmoid(x @ gate.T)
             biased = score + bias
             top = biased.topk(topk_e + 1, -1)
@@ -255,8 +255,9 @@ def main():
             record(op, out, bf(want))
         elif op == "msa.logits":
             hid, idx, head, out = g(b[0]), g(b[1]), g(b[2]), g(b[3])
-            rows = hid[idx[:T].long()].float()
-            record(op, out[:T], rows @ head.float().T)
+            n = s.meta.get("logits_rows", T)
+            rows = hid[idx[:n].long()].float()
+            record(op, out[:n], rows @ head.float().T)
         else:
             notes[op] = "not checked"
         seen.add(op)

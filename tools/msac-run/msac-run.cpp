@@ -368,6 +368,7 @@ int bench(const std::string &path, const BenchOptions &b) {
 
 struct DecodeBenchOptions {
   int64_t batch = 1, context = 8192, steps = 20, warmup = 3;
+  int64_t prefillChunk = 0; ///< tokens per sequence per step; 0 = decode
   bool dummyWeights = false, json = false, noGraphs = false;
   std::string device = "cuda", dumpDir;
 };
@@ -386,7 +387,7 @@ double median(std::vector<double> v) {
 /// they were made (Executor::fillUniform pools, see CudaModel), so that an
 /// independent implementation can recompute every launch.
 std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
-                     int64_t tokens, bool dummyWeights) {
+                     int64_t tokens, int64_t logitsRows, bool dummyWeights) {
   const HostModelOptions &o = e.options();
   nlohmann::ordered_json launches = nlohmann::ordered_json::array();
   nlohmann::ordered_json buffers = nlohmann::ordered_json::object();
@@ -399,6 +400,7 @@ std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
       shape.push_back(x.symbol.empty()   ? x.value
                       : x.symbol == "MB" ? o.maxBlocksPerSequence
                       : x.symbol == "S"  ? o.maxSequences
+                      : x.symbol == "N"  ? logitsRows
                                          : tokens);
     return shape;
   };
@@ -422,20 +424,24 @@ std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
         return "cannot read buffer '" + b.name + "' back from the device";
       const std::string file = "b" + key + ".bin";
       std::ofstream out(dir + "/" + file, std::ios::binary);
+      const nlohmann::ordered_json shape = shapeOf(b);
+      uint64_t elements = 1;
+      for (const auto &extent : shape)
+        elements *= extent.get<uint64_t>();
       out.write(static_cast<const char *>(data),
-                static_cast<std::streamsize>(Executor::elementsOf(b, o) *
-                                             b.elementBytes()));
+                static_cast<std::streamsize>(elements * b.elementBytes()));
       if (!out)
         return "cannot write " + dir + "/" + file;
       buffers[key] = {{"name", b.name},
                       {"dtype", b.dtype},
-                      {"shape", shapeOf(b)},
+                      {"shape", shape},
                       {"file", file}};
     }
   }
   nlohmann::ordered_json meta = {
       {"batch", o.maxSequences},
       {"tokens", tokens},
+      {"logits_rows", logitsRows},
       {"max_blocks_per_sequence", o.maxBlocksPerSequence},
       {"launches", launches},
       {"buffers", buffers},
@@ -452,19 +458,30 @@ std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
   return out ? "" : "cannot write " + dir + "/dump.json";
 }
 
-/// Decode steps of `batch` sequences at context `context` (the new token
-/// at position context - 1) over synthetic cache contents, without
-/// prefill: step latency, and every launch's device time.
+/// Steps of `batch` sequences at context `context` over synthetic cache
+/// contents: by default a decode step (one new token per sequence, at
+/// position context - 1); with a prefill chunk of n tokens, each sequence's
+/// last n positions (context - n .. context - 1, their keys written by the
+/// step over the synthetic ones). Reports the step latency and every
+/// launch's device time.
 int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
   int rc = 0;
   auto a = loadArtifact(path, rc);
   if (!a)
     return rc;
-  if (std::string e =
-          checkContext(*a, d.batch, d.context, d.batch, "--context");
+  const int64_t perSequence = std::max<int64_t>(d.prefillChunk, 1);
+  if (perSequence > d.context)
+    return fail("--prefill-chunk " + std::to_string(perSequence) +
+                " exceeds --context " + std::to_string(d.context) +
+                "; the chunk ends at the last position of the context");
+  const int64_t tokens = d.batch * perSequence;
+  if (tokens > 65536)
+    return fail("--batch x --prefill-chunk = " + std::to_string(tokens) +
+                " tokens per step exceeds 65536; use a smaller chunk");
+  if (std::string e = checkContext(*a, d.batch, d.context, tokens, "--context");
       !e.empty())
     return fail(e);
-  HostModelOptions o = instanceOptions(*a, d.batch, d.context, d.batch);
+  HostModelOptions o = instanceOptions(*a, d.batch, d.context, tokens);
   o.dummyWeights = d.dummyWeights;
   o.cudaGraphs = !d.noGraphs;
   std::unique_ptr<Executor> executor = makeExecutor(*a, o, d.device);
@@ -480,11 +497,15 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
     for (int64_t j = 0; j < mb; ++j)
       in.blockTable[s * mb + j] = static_cast<int32_t>(s * mb + j);
   for (int64_t s = 0; s < d.batch; ++s) {
-    in.tokenIds.push_back(static_cast<int32_t>(
-        (s * 7919 + 17) % std::max<int64_t>(a->model().vocabSize - 2, 1)));
-    in.seqIds.push_back(static_cast<int32_t>(s));
-    in.positions.push_back(static_cast<int32_t>(d.context - 1));
-    in.logitsIndices.push_back(static_cast<int32_t>(s));
+    for (int64_t i = 0; i < perSequence; ++i) {
+      in.tokenIds.push_back(
+          static_cast<int32_t>((s * 7919 + i * 31 + 17) %
+                               std::max<int64_t>(a->model().vocabSize - 2, 1)));
+      in.seqIds.push_back(static_cast<int32_t>(s));
+      in.positions.push_back(static_cast<int32_t>(d.context - perSequence + i));
+    }
+    in.logitsIndices.push_back(
+        static_cast<int32_t>(s * perSequence + perSequence - 1));
   }
   for (int64_t i = 0; i < d.warmup; ++i)
     if (!executor->step(in, error))
@@ -508,8 +529,9 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
       perLaunch[l].push_back(ms[l]);
   }
   if (!d.dumpDir.empty())
-    if (std::string e =
-            dumpStep(*a, *executor, d.dumpDir, d.batch, d.dummyWeights);
+    if (std::string e = dumpStep(*a, *executor, d.dumpDir, tokens,
+                                 static_cast<int64_t>(in.logitsIndices.size()),
+                                 d.dummyWeights);
         !e.empty())
       return fail(e);
   // Per op kind: launches and the sum of their median times.
@@ -535,6 +557,7 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
                                         {"device", d.device},
                                         {"batch", d.batch},
                                         {"context", d.context},
+                                        {"tokens_per_sequence", perSequence},
                                         {"steps", d.steps},
                                         {"cuda_graphs",
                                          d.device == "cuda" && !d.noGraphs},
@@ -546,10 +569,14 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
               << "\n";
     return 0;
   }
-  std::printf("decode step, batch %lld, context %lld: %.1f us (median of "
+  const std::string what =
+      d.prefillChunk > 0
+          ? "prefill chunk of " + std::to_string(perSequence) + " tokens"
+          : std::string("decode step");
+  std::printf("%s, batch %lld, context %lld: %.1f us (median of "
               "%lld, %s; launches one by one %.1f us of kernel time)\n\n"
               "| op | launches | kernel us |\n|---|---|---|\n",
-              static_cast<long long>(d.batch),
+              what.c_str(), static_cast<long long>(d.batch),
               static_cast<long long>(d.context), stepUs,
               static_cast<long long>(d.steps),
               d.device == "host" ? "host kernels"
@@ -628,8 +655,8 @@ int main(int argc, char **argv) {
   DecodeBenchOptions d;
   CLI::App *decodeCmd = app.add_subcommand(
       "bench-decode",
-      "Time decode steps at a given context over synthetic cache contents "
-      "(no prefill), per launch");
+      "Time decode steps (or prefill chunks) at a given context over "
+      "synthetic cache contents, per launch");
   decodeCmd->add_option("artifact", artifact, "Artifact folder")->required();
   decodeCmd->add_option("--batch", d.batch, "Sequences (one token each)")
       ->capture_default_str()
@@ -639,6 +666,11 @@ int main(int argc, char **argv) {
                    "Tokens in each sequence, the new one included")
       ->capture_default_str()
       ->check(atLeast(1, int64_t(1) << 24));
+  decodeCmd
+      ->add_option("--prefill-chunk", d.prefillChunk,
+                   "Time prefill chunks instead of decode steps: this many "
+                   "tokens per sequence, ending at --context")
+      ->check(atLeast(1, 65536));
   decodeCmd->add_option("--steps", d.steps, "Timed steps")
       ->capture_default_str()
       ->check(atLeast(1, 10000));

@@ -81,12 +81,12 @@ public:
   /// The contents of buffer `id` after the last step, in host memory (for
   /// inspection and tests); null for a weight.
   virtual const void *bufferData(int64_t id) = 0;
-  /// Fills every paged cache with deterministic pseudo-random values
-  /// uniform in [-2, 2) (a synthetic context for decode benchmarks).
   /// Element count of non-weight buffer `b` for limits `o`.
   static uint64_t elementsOf(const Buffer &b, const HostModelOptions &o) {
     return elements(b, o);
   }
+  /// Fills every paged cache with deterministic pseudo-random values
+  /// uniform in [-2, 2) (a synthetic context for decode benchmarks).
   virtual bool fillCaches(uint64_t seed, std::string &error) {
     error = "this executor cannot fill caches";
     return false;

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Builds what bench/h200-checks.sh needs into DIR (a folder git ignores, e.g.
+# .devrun; pass it in the device run's carry list): the runtime binaries,
+# the tiny bf16 and NVFP4/MXFP8 checkpoints with their host+sm_90a artifacts,
+# and the weight-stripped real-shape M3 artifact (1 dense + 1 MSA/MoE layer).
+# Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=$1
+BIN=$(cd "${2:-$ROOT/build}" && pwd)/bin
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+mkdir -p "$DIR"
+cd "$DIR"
+rm -rf tiny nv m3 tiny.msa nv.msa m3.msa
+cp "$BIN/msac-run" "$BIN/msac-host-check" .
+"$BIN/msac-synth" tiny
+"$BIN/msac-synth" nv --format nvfp4
+"$BIN/msac-synth" --config "$ROOT/models/minimax-m3/config.json" \
+  --layers 2 --weights zero m3
+for m in tiny nv; do
+  "$BIN/msac" compile "$m" -o "$m.msa" --target host,sm_90a --cuda-toolkit "$CUDA"
+done
+"$BIN/msac" compile m3 -o m3.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
+rm -rf m3
+du -sh .
