@@ -1118,6 +1118,14 @@ void attentionCombineKernel(GK &g, Operation *op) {
 // Matrix-vector products: linear and logits
 //===----------------------------------------------------------------------===//
 
+/// Iterations a vectorized warp loop handles per step (issuing their loads
+/// together, so a warp keeps several 16-byte loads in flight instead of
+/// waiting for one per iteration): the largest of 4, 2, 1 dividing `iters`.
+/// Sums still run in the original order.
+int64_t unrollOf(int64_t iters) {
+  return iters % 4 == 0 ? 4 : iters % 2 == 0 ? 2 : 1;
+}
+
 bool rowsDotFits(Operation *op, int64_t threads) {
   Value w = isa<msa::LogitsOp>(op) ? op->getOperand(2) : op->getOperand(1);
   Value x = op->getOperand(0);
@@ -1127,9 +1135,10 @@ bool rowsDotFits(Operation *op, int64_t threads) {
 }
 
 /// out[r, j] = x[row(r)] . w[j] for r < R, j < Nout. One warp per
-/// (tile of kRowTile rows, j): lanes stride over the inner dimension (8
-/// channels each with 16-byte loads when it is a multiple of 256), then a
-/// butterfly sum.
+/// (tile of rows, j): lanes stride over the inner dimension (8 channels
+/// each with 16-byte loads when it is a multiple of 256, several steps'
+/// loads in flight), then a butterfly sum. Tiles are kRowTile rows, or one
+/// row when R = 1 (decode of one sequence, the LM head of one sequence).
 void rowsDotKernel(GK &g, Operation *op) {
   KB &k = g.k;
   const bool logits = isa<msa::LogitsOp>(op);
@@ -1141,62 +1150,79 @@ void rowsDotKernel(GK &g, Operation *op) {
        oe = elementOf(op->getResult(0));
   const bool vec = inner % (kWarp * 8) == 0;
   Value R = k.scalar(logits ? 1 : 0);
-  Value tiles = k.idiv(k.iadd(R, k.c(kRowTile - 1)), k.c(kRowTile));
-  g.warpLoop(k.imul(tiles, k.c(nOut)), [&](Value item) {
-    Value tile = k.idiv(item, k.c(nOut)), j = k.irem(item, k.c(nOut));
-    SmallVector<Value> rows, xOff;
-    for (int64_t r = 0; r < kRowTile; ++r) {
-      Value row = g.imin(k.iadd(k.imul(tile, k.c(kRowTile)), k.c(r)),
-                         k.iadd(R, k.c(-1)));
-      rows.push_back(row);
-      Value src = logits ? k.loadIndex(idx, row) : row;
-      xOff.push_back(k.imul(src, k.c(inner)));
-    }
-    Value wOff = k.imul(j, k.c(inner));
-    SmallVector<Value> init(kRowTile, k.cf(0));
-    SmallVector<Value> acc;
-    if (vec) {
-      acc = k.reduceN(
-          k.c(0), k.c(inner / (kWarp * 8)), init,
-          [&](Value it, ValueRange a) -> SmallVector<Value> {
-            Value col =
-                k.iadd(k.imul(it, k.c(kWarp * 8)), k.imul(g.lane, k.c(8)));
-            SmallVector<Value> wq = g.load8(w, k.iadd(wOff, col), we);
-            SmallVector<Value> next;
-            for (int64_t r = 0; r < kRowTile; ++r) {
-              SmallVector<Value> xq = g.load8(x, k.iadd(xOff[r], col), xe);
-              Value s = a[r];
-              for (int64_t e = 0; e < 8; ++e)
-                s = k.add(s, k.mul(xq[e], wq[e]));
-              next.push_back(s);
-            }
-            return next;
-          });
-    } else {
-      acc = k.reduceN(
-          k.c(0), k.idiv(k.iadd(k.c(inner), k.c(kWarp - 1)), k.c(kWarp)), init,
-          [&](Value it, ValueRange a) -> SmallVector<Value> {
-            Value col = k.iadd(k.imul(it, k.c(kWarp)), g.lane);
-            Value in = k.icmp(CmpI::ult, col, k.c(inner));
-            Value safe = k.select(in, col, k.c(0));
-            Value wq =
-                k.select(in, k.loadF(w, k.iadd(wOff, safe), we), k.cf(0));
-            SmallVector<Value> next;
-            for (int64_t r = 0; r < kRowTile; ++r)
-              next.push_back(k.add(
-                  a[r], k.mul(k.loadF(x, k.iadd(xOff[r], safe), xe), wq)));
-            return next;
-          });
-    }
-    for (int64_t r = 0; r < kRowTile; ++r) {
-      Value sum = g.warpSum(acc[r]);
-      Value real =
-          k.icmp(CmpI::ult, k.iadd(k.imul(tile, k.c(kRowTile)), k.c(r)), R);
-      k.ifThen(g.andI(real, g.eq(g.lane, k.c(r))), [&] {
-        k.storeF(out, k.iadd(k.imul(rows[r], k.c(nOut)), j), sum, oe);
+  auto emitTiles = [&](int64_t tile) {
+    Value tiles = k.idiv(k.iadd(R, k.c(tile - 1)), k.c(tile));
+    g.warpLoop(k.imul(tiles, k.c(nOut)), [&](Value item) {
+      Value t = k.idiv(item, k.c(nOut)), j = k.irem(item, k.c(nOut));
+      SmallVector<Value> rows, xOff;
+      for (int64_t r = 0; r < tile; ++r) {
+        Value row =
+            g.imin(k.iadd(k.imul(t, k.c(tile)), k.c(r)), k.iadd(R, k.c(-1)));
+        rows.push_back(row);
+        Value src = logits ? k.loadIndex(idx, row) : row;
+        xOff.push_back(k.imul(src, k.c(inner)));
+      }
+      Value wOff = k.imul(j, k.c(inner));
+      SmallVector<Value> init(tile, k.cf(0));
+      SmallVector<Value> acc;
+      if (vec) {
+        const int64_t iters = inner / (kWarp * 8), u = unrollOf(iters);
+        acc = k.reduceN(
+            k.c(0), k.c(iters / u), init,
+            [&](Value it, ValueRange a) -> SmallVector<Value> {
+              SmallVector<Value> cols;
+              SmallVector<SmallVector<Value>> wq;
+              for (int64_t step = 0; step < u; ++step) {
+                Value at = k.iadd(k.imul(it, k.c(u)), k.c(step));
+                cols.push_back(
+                    k.iadd(k.imul(at, k.c(kWarp * 8)), k.imul(g.lane, k.c(8))));
+                wq.push_back(g.load8(w, k.iadd(wOff, cols.back()), we));
+              }
+              SmallVector<Value> next(a.begin(), a.end());
+              for (int64_t step = 0; step < u; ++step)
+                for (int64_t r = 0; r < tile; ++r) {
+                  SmallVector<Value> xq =
+                      g.load8(x, k.iadd(xOff[r], cols[step]), xe);
+                  for (int64_t e = 0; e < 8; ++e)
+                    next[r] = k.add(next[r], k.mul(xq[e], wq[step][e]));
+                }
+              return next;
+            });
+      } else {
+        acc = k.reduceN(
+            k.c(0), k.idiv(k.iadd(k.c(inner), k.c(kWarp - 1)), k.c(kWarp)),
+            init, [&](Value it, ValueRange a) -> SmallVector<Value> {
+              Value col = k.iadd(k.imul(it, k.c(kWarp)), g.lane);
+              Value in = k.icmp(CmpI::ult, col, k.c(inner));
+              Value safe = k.select(in, col, k.c(0));
+              Value wq =
+                  k.select(in, k.loadF(w, k.iadd(wOff, safe), we), k.cf(0));
+              SmallVector<Value> next;
+              for (int64_t r = 0; r < tile; ++r)
+                next.push_back(k.add(
+                    a[r], k.mul(k.loadF(x, k.iadd(xOff[r], safe), xe), wq)));
+              return next;
+            });
+      }
+      for (int64_t r = 0; r < tile; ++r) {
+        Value sum = g.warpSum(acc[r]);
+        Value real = k.icmp(CmpI::ult, k.iadd(k.imul(t, k.c(tile)), k.c(r)), R);
+        k.ifThen(g.andI(real, g.eq(g.lane, k.c(r))), [&] {
+          k.storeF(out, k.iadd(k.imul(rows[r], k.c(nOut)), j), sum, oe);
+        });
+      }
+    });
+  };
+  g.ifElse(
+      g.eq(R, k.c(1)), {},
+      [&] {
+        emitTiles(1);
+        return SmallVector<Value>{};
+      },
+      [&] {
+        emitTiles(kRowTile);
+        return SmallVector<Value>{};
       });
-    }
-  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1205,22 +1231,27 @@ void rowsDotKernel(GK &g, Operation *op) {
 
 /// sum_{i < n} a[aOff + i] * b[bOff + i] over the warp (every lane gets the
 /// sum): 8 channels per lane with 16-byte loads when n is a multiple of 256
-/// (offsets then multiples of 8), else one channel per lane.
+/// (offsets then multiples of 8; several steps' loads in flight), else one
+/// channel per lane.
 Value warpDot(GK &g, Value a, Value aOff, Type aType, Value b, Value bOff,
               Type bType, int64_t n) {
   KB &k = g.k;
   Value acc;
   if (n % (kWarp * 8) == 0) {
-    acc =
-        k.reduce(k.c(0), k.c(n / (kWarp * 8)), k.cf(0), [&](Value it, Value s) {
-          Value col =
-              k.iadd(k.imul(it, k.c(kWarp * 8)), k.imul(g.lane, k.c(8)));
-          SmallVector<Value> x = g.load8(a, k.iadd(aOff, col), aType);
-          SmallVector<Value> y = g.load8(b, k.iadd(bOff, col), bType);
-          for (int64_t e = 0; e < 8; ++e)
-            s = k.add(s, k.mul(x[e], y[e]));
-          return s;
-        });
+    const int64_t iters = n / (kWarp * 8), u = unrollOf(iters);
+    acc = k.reduce(k.c(0), k.c(iters / u), k.cf(0), [&](Value it, Value s) {
+      SmallVector<SmallVector<Value>> xs, ys;
+      for (int64_t step = 0; step < u; ++step) {
+        Value at = k.iadd(k.imul(it, k.c(u)), k.c(step));
+        Value col = k.iadd(k.imul(at, k.c(kWarp * 8)), k.imul(g.lane, k.c(8)));
+        xs.push_back(g.load8(a, k.iadd(aOff, col), aType));
+        ys.push_back(g.load8(b, k.iadd(bOff, col), bType));
+      }
+      for (int64_t step = 0; step < u; ++step)
+        for (int64_t e = 0; e < 8; ++e)
+          s = k.add(s, k.mul(xs[step][e], ys[step][e]));
+      return s;
+    });
   } else {
     // Strided lanes: i = lane, lane + 32, ...
     auto loop = scf::ForOp::create(k.b, k.loc, g.lane, k.c(n), k.c(kWarp),
@@ -1307,36 +1338,41 @@ bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
          shapeOf(op.getGateWeight())[0] <= 1024;
 }
 
-/// One CTA per token: warps compute the sigmoid scores of the experts,
-/// then thread 0 takes the top-k by biased score (ties: lower id) and
-/// normalizes, as the host does.
-void moeRouterKernel(GK &g, msa::MoERouterOp op) {
+/// Part 0: the sigmoid score of every (token, expert), one warp each, into
+/// the workspace (spread over the whole GPU, so the gate matrix streams at
+/// full bandwidth even for one token). Part 1: one CTA per token; thread 0
+/// takes the top-k by biased score (ties: lower id) and normalizes, as the
+/// host does.
+void moeRouterKernel(GK &g, msa::MoERouterOp op, int64_t part) {
   KB &k = g.k;
   const bool hasBias = static_cast<bool>(op.getCorrectionBias());
   Value in = k.ptr(0), gate = k.ptr(1);
   Value bias = hasBias ? k.ptr(2) : Value();
-  Value weights = k.ptr(hasBias ? 3 : 2), ids = k.ptr(hasBias ? 4 : 3);
+  Value weights = k.ptr(hasBias ? 3 : 2), ids = k.ptr(hasBias ? 4 : 3),
+        work = k.ptr(hasBias ? 5 : 4);
   const int64_t h = shapeOf(op.getInput())[1],
                 e = shapeOf(op.getGateWeight())[0], topK = op.getTopK();
   Type ie = elementOf(op.getInput()), ge = elementOf(op.getGateWeight());
   const float rsf = op.getRoutedScalingFactor().convertToFloat();
   const bool renorm = op.getRenormalize();
-  Value score = g.shared(k.f32, e), biased = g.shared(k.f32, e);
-  g.ctaLoop(k.scalar(0), [&](Value t) {
-    auto loop = scf::ForOp::create(k.b, k.loc, g.warp, k.c(e), k.c(g.warps));
-    {
-      OpBuilder::InsertionGuard guard(k.b);
-      k.b.setInsertionPoint(loop.getBody()->getTerminator());
-      Value x = loop.getInductionVar();
+  if (part == 0) {
+    g.warpLoop(k.imul(k.scalar(0), k.c(e)), [&](Value item) {
+      Value t = k.idiv(item, k.c(e)), x = k.irem(item, k.c(e));
       Value logit =
           warpDot(g, in, k.imul(t, k.c(h)), ie, gate, k.imul(x, k.c(h)), ge, h);
       Value sv = k.sigmoid(logit);
-      k.ifThen(g.eq(g.lane, k.c(0)), [&] {
-        k.storeF(score, x, sv, k.f32);
-        k.storeF(biased, x, hasBias ? k.add(sv, k.loadF(bias, x, k.f32)) : sv,
-                 k.f32);
-      });
-    }
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(work, item, sv, k.f32); });
+    });
+    return;
+  }
+  Value score = g.shared(k.f32, e), biased = g.shared(k.f32, e);
+  g.ctaLoop(k.scalar(0), [&](Value t) {
+    g.strided(g.tid, k.c(e), [&](Value x) {
+      Value sv = k.loadF(work, k.iadd(k.imul(t, k.c(e)), x), k.f32);
+      k.storeF(score, x, sv, k.f32);
+      k.storeF(biased, x, hasBias ? k.add(sv, k.loadF(bias, x, k.f32)) : sv,
+               k.f32);
+    });
     g.sync();
     k.ifThen(g.eq(g.tid, k.c(0)), [&] {
       routerTopK(k, score, biased, weights, ids, t, e, topK, rsf, renorm);
@@ -1358,6 +1394,28 @@ void rmsNormKernel(GK &g, msa::RMSNormOp op) {
     Value base = k.imul(r, k.c(n));
     Value ss = warpDot(g, in, base, ie, in, base, ie, n);
     Value inv = rmsInverse(k, ss, n, eps);
+    if (n % (kWarp * 8) == 0) {
+      // 8 channels per lane with 16-byte loads, several steps at once.
+      const int64_t iters = n / (kWarp * 8), u = unrollOf(iters);
+      auto loop =
+          scf::ForOp::create(k.b, k.loc, k.c(0), k.c(iters / u), k.c(1));
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      SmallVector<Value> cols;
+      SmallVector<SmallVector<Value>> xs, ws;
+      for (int64_t step = 0; step < u; ++step) {
+        Value at = k.iadd(k.imul(loop.getInductionVar(), k.c(u)), k.c(step));
+        cols.push_back(
+            k.iadd(k.imul(at, k.c(kWarp * 8)), k.imul(g.lane, k.c(8))));
+        xs.push_back(g.load8(in, k.iadd(base, cols.back()), ie));
+        ws.push_back(g.load8(w, cols.back(), we));
+      }
+      for (int64_t step = 0; step < u; ++step)
+        for (int64_t e = 0; e < 8; ++e)
+          k.storeF(out, k.iadd(k.iadd(base, cols[step]), k.c(e)),
+                   rmsNormValue(k, xs[step][e], inv, ws[step][e], offset), ie);
+      return;
+    }
     auto loop = scf::ForOp::create(k.b, k.loc, g.lane, k.c(n), k.c(kWarp));
     OpBuilder::InsertionGuard guard(k.b);
     k.b.setInsertionPoint(loop.getBody()->getTerminator());
@@ -1484,8 +1542,8 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
 }
 
 int64_t msac::kernels::gpuKernelParts(Operation *op) {
-  return isa<msa::MoEExpertsOp, msa::SparseAttentionOp, msa::DenseAttentionOp>(
-             op)
+  return isa<msa::MoEExpertsOp, msa::MoERouterOp, msa::SparseAttentionOp,
+             msa::DenseAttentionOp>(op)
              ? 2
              : 1;
 }
@@ -1497,6 +1555,8 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
                 shapeOf(moe.getGateWeights())[1],
             0};
   }
+  if (auto router = dyn_cast<msa::MoERouterOp>(op))
+    return {shapeOf(router.getGateWeight())[0], 0}; // the scores
   if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
     return {};
   AttentionShape s = attentionShape(op);
@@ -1524,7 +1584,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       .Case<msa::LinearOp, msa::LogitsOp>(
           [&](Operation *o) { rowsDotKernel(g, o); })
       .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(g, o, part); })
-      .Case([&](msa::MoERouterOp o) { moeRouterKernel(g, o); })
+      .Case([&](msa::MoERouterOp o) { moeRouterKernel(g, o, part); })
       .Case([&](msa::RMSNormOp o) { rmsNormKernel(g, o); })
       .Case([&](msa::EmbeddingOp o) { embeddingKernel(g, o); })
       .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(g, o); })
