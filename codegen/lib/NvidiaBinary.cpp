@@ -44,6 +44,7 @@
 using namespace mlir;
 
 std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
+                                   ModuleOp wgmmaKernels,
                                    const std::string &targetName,
                                    const std::string &cudaToolkit,
                                    bool assembly, std::string &binary,
@@ -86,10 +87,15 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
                                             b.getArrayAttr({targetAttr}));
   b.setInsertionPointToStart(gpuModule.getBody());
 
-  // Shared-memory arrays of the GPU-specific kernels.
+  // Shared-memory arrays of the GPU-specific kernels (and of their wgmma
+  // bodies on targets with warpgroup MMA, which take precedence).
   const bool specific = gpuKernels && target->threadsPerBlock == kGpuThreads;
+  const bool wgmma = specific && wgmmaKernels && target->wgmma;
   if (specific)
     for (auto global : gpuKernels.getOps<LLVM::GlobalOp>())
+      b.clone(*global.getOperation());
+  if (wgmma)
+    for (auto global : wgmmaKernels.getOps<LLVM::GlobalOp>())
       b.clone(*global.getOperation());
   for (auto hostFn : hostKernels.getOps<func::FuncOp>()) {
     func::FuncOp fn = hostFn;
@@ -99,6 +105,9 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
         fn = own;
         gridStride = false;
       }
+    if (wgmma)
+      if (auto own = wgmmaKernels.lookupSymbol<func::FuncOp>(hostFn.getName()))
+        fn = own;
     auto kernel =
         gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -158,6 +167,13 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
             pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
           },
           "gpu-to-nvvm") ||
+      // NVVM ops without an LLVM intrinsic (wgmma.mma_async) become inline
+      // PTX.
+      !run(
+          [](PassManager &pm) {
+            pm.addNestedPass<gpu::GPUModuleOp>(createConvertNVVMToLLVMPass());
+          },
+          "nvvm-to-llvm") ||
       !run(
           [](PassManager &pm) {
             pm.addPass(createReconcileUnrealizedCastsPass());
