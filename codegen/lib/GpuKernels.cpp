@@ -15,6 +15,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <string>
 
 using namespace mlir;
@@ -1215,9 +1216,23 @@ constexpr int64_t kTileM = 64;
 constexpr int64_t kTileN = 128;
 constexpr int64_t kChunkK = 32;
 constexpr int64_t kStages = 4;
-/// Steps with at least this many tokens take the tile path; fewer tokens
-/// keep the warp matrix-vector product.
-constexpr int64_t kTileMinTokens = 64;
+/// Steps with at least this many tokens take the tile path, when they make
+/// at least kTileMinItems tiles; fewer keep the warp matrix-vector product.
+/// A tile's time has a floor (K / kChunkK dependent chunk steps, about
+/// 0.5 us each on the H200), so a few tiles on an otherwise idle GPU lose to
+/// the matrix-vector product: at T = 64, N = 512, K = 6144 (4 tiles) 96 us
+/// against 73 us; from 8 tiles on the tiles win (T = 128: 96 us against
+/// 137 us).
+constexpr int64_t kTileMinTokens = 16;
+constexpr int64_t kTileMinItems = 8;
+
+/// Fewest tokens of a step for which msa.linear with `n` output features
+/// takes the tile path.
+int64_t linearTileMinTokens(int64_t n) {
+  const int64_t nTiles = n / kTileN;
+  const int64_t mTiles = (kTileMinItems + nTiles - 1) / nTiles;
+  return std::max(kTileMinTokens, (mTiles - 1) * kTileM + 1);
+}
 
 /// Shared-memory layout of one operand tile (R rows x kChunkK bf16, both A
 /// = x and B = w K-major), the no-swizzle canonical layout of wgmma: core
@@ -1761,7 +1776,9 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         // Chosen per step: the launch and grid stay the same.
         Value T = k.scalar(0);
         g.ifElse(
-            k.icmp(CmpI::sge, T, k.c(kTileMinTokens)), {},
+            k.icmp(CmpI::sge, T,
+                   k.c(linearTileMinTokens(shapeOf(o.getWeight())[0]))),
+            {},
             [&]() -> SmallVector<Value> {
               linearTileKernel(g, o, T);
               return {};
