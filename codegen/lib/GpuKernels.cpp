@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuKernels.h"
+#include "WgmmaLayout.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -1209,20 +1210,25 @@ void rowsDotKernel(GK &g, Operation *op) {
 // Tile GEMM for msa.linear on warpgroup MMA (sm_90a)
 //===----------------------------------------------------------------------===//
 
-/// The CTA (one warpgroup) computes kTileM tokens x kTileN output features
-/// of out per work item, looping over K in chunks of kChunkK channels staged
-/// through kStages shared-memory buffers by cp.async.
-constexpr int64_t kTileM = 64;
-constexpr int64_t kTileN = 128;
-constexpr int64_t kChunkK = 32;
-constexpr int64_t kStages = 4;
+// Tile shape and layouts: WgmmaLayout.h.
+using wgmma::kABytes;
+using wgmma::kBBytes;
+using wgmma::kChunkK;
+using wgmma::kCoreCols;
+using wgmma::kLeadingByteOffset;
+using wgmma::kStages;
+using wgmma::kStepByte;
+using wgmma::kStrideByteOffset;
+using wgmma::kTileM;
+using wgmma::kTileN;
+
 /// Steps with at least this many tokens take the tile path, when they make
 /// at least kTileMinItems tiles; fewer keep the warp matrix-vector product.
-/// A tile's time has a floor (K / kChunkK dependent chunk steps, about
-/// 0.5 us each on the H200), so a few tiles on an otherwise idle GPU lose to
-/// the matrix-vector product: at T = 64, N = 512, K = 6144 (4 tiles) 96 us
-/// against 73 us; from 8 tiles on the tiles win (T = 128: 96 us against
-/// 137 us).
+/// A tile's time has a floor of K / kChunkK dependent chunk steps (about
+/// 0.5 us each on the H200: 96 us for K = 6144), so a few tiles on an
+/// otherwise idle GPU lose to the matrix-vector product (N = 512, K = 6144:
+/// 20 us at T = 16, 73 us at T = 64 = 4 tiles); with many tiles they win
+/// from 16 tokens on (N = 8192, K = 6144, T = 16: 88 us against 236 us).
 constexpr int64_t kTileMinTokens = 16;
 constexpr int64_t kTileMinItems = 8;
 
@@ -1234,33 +1240,13 @@ int64_t linearTileMinTokens(int64_t n) {
   return std::max(kTileMinTokens, (mTiles - 1) * kTileM + 1);
 }
 
-/// Shared-memory layout of one operand tile (R rows x kChunkK bf16, both A
-/// = x and B = w K-major), the no-swizzle canonical layout of wgmma: core
-/// matrices of 8 rows x 16 bytes (8 bf16 along K), each stored as 128
-/// contiguous bytes (row i at byte 16 i). The core matrix of rows 8g..8g+7
-/// and channels 8c..8c+7 starts at byte (g * kCoreCols + c) * 128:
-///
-///   byte(r, k) = ((r / 8) * kCoreCols + k / 8) * 128 + (r % 8) * 16
-///                + (k % 8) * 2
-///
-/// so 16-byte copy j (j = 0, 1, ...) fills byte 16 j with rows r = 8 (j /
-/// (8 kCoreCols)) + j % 8, channels k = 8 ((j / 8) % kCoreCols) + 0..7: a
-/// warp writes 512 contiguous bytes and reads whole 64-byte row pieces.
-/// The descriptor of k-step s (channels 16 s..16 s + 15) starts at byte
-/// 256 s of the tile; its leading-dimension byte offset (from one core
-/// matrix to the next along K) is 128, its stride byte offset (from one
-/// 8-row group to the next) kCoreCols * 128. Example, kChunkK = 32: element
-/// (r = 9, k = 20) is at ((1 * 4 + 2) * 128) + 16 + 8 = 792; k-step 1
-/// starts at 256 = core matrix (0, 2); its rows 8..15 at 256 + 512.
-constexpr int64_t kCoreCols = kChunkK / 8;
-constexpr int64_t kCoreBytes = 128;
-
 /// True when msa.linear can take the wgmma tile path: bf16 input and weight
 /// (not dequantized block-scaled ones), a bf16 or f32 result, K a multiple
 /// of 64 and N a multiple of kTileN, one warpgroup per CTA.
 bool linearTileFits(Operation *op, int64_t threads) {
   auto linear = dyn_cast<msa::LinearOp>(op);
-  if (!linear || threads != 4 * kWarp || shapeOf(linear.getInput()).size() != 2)
+  if (!linear || threads != wgmma::kThreads ||
+      shapeOf(linear.getInput()).size() != 2)
     return false;
   Type xe = elementOf(linear.getInput()), we = elementOf(linear.getWeight()),
        oe = elementOf(linear.getResult());
@@ -1270,22 +1256,21 @@ bool linearTileFits(Operation *op, int64_t threads) {
          kk % 64 == 0 && kk % kChunkK == 0 && n % kTileN == 0;
 }
 
-/// The wgmma matrix descriptor (no swizzle, base offset 0) of the operand at
-/// byte `offset` of the shared array at shared-window address `smemAddr`
-/// (i64): bits 0-13 start address >> 4, 16-29 leading-dimension byte
-/// offset >> 4, 32-45 stride byte offset >> 4, 62-63 swizzle mode 0.
-Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset, int64_t lbo,
-                      int64_t sbo) {
+/// The wgmma matrix descriptor (wgmma::descriptor: no swizzle, base offset
+/// 0) of the operand at byte `offset` of the shared array at shared-window
+/// address `smemAddr` (i64).
+Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset) {
   auto ci64 = [&](uint64_t v) {
-    return arith::ConstantOp::create(k.b, k.loc, k.b.getI64IntegerAttr(v));
+    return arith::ConstantOp::create(k.b, k.loc,
+                                     k.b.getI64IntegerAttr(int64_t(v)));
   };
   Value addr = arith::AddIOp::create(k.b, k.loc, smemAddr, k.toI64(offset));
   Value start = arith::ShRUIOp::create(
       k.b, k.loc, arith::AndIOp::create(k.b, k.loc, addr, ci64(0x3FFFF)),
       ci64(4));
-  const uint64_t fixed = (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-                         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32);
-  return arith::OrIOp::create(k.b, k.loc, start, ci64(fixed));
+  return arith::OrIOp::create(
+      k.b, k.loc, start,
+      ci64(wgmma::descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset)));
 }
 
 /// out[t, j] = x[t] . w[j] for t < T as CTA-stride work items of kTileM
@@ -1301,8 +1286,7 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
   Type oe = elementOf(op.getResult());
   auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
   auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
-  const int64_t aBytes = kTileM * kChunkK * 2, bBytes = kTileN * kChunkK * 2;
-  const int64_t stageBytes = aBytes + bBytes, chunks = kk / kChunkK;
+  const int64_t stageBytes = kABytes + kBBytes, chunks = kk / kChunkK;
   Value smem = g.sharedSpace(k.b.getI8Type(), kStages * stageBytes, 128);
   Value smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
   Value xg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, x);
@@ -1311,10 +1295,10 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
   Value lastRow = k.iadd(T, k.c(-1));
 
   auto accT = LLVM::LLVMStructType::getLiteral(
-      ctx, SmallVector<Type>(kTileM * kTileN / (4 * kWarp), k.f32));
+      ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
   // D = A B + D, or D = A B without `accumulate` (D's registers unread).
-  auto wgmma = [&](Value acc, Value descA, Value descB,
-                   bool accumulate) -> Value {
+  auto mma = [&](Value acc, Value descA, Value descB,
+                 bool accumulate) -> Value {
     return NVVM::WgmmaMmaAsyncOp::create(
         k.b, k.loc, accT, acc, descA, descB,
         NVVM::MMAShapeAttr::get(ctx, kTileM, kTileN, 16),
@@ -1342,6 +1326,7 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
       auto copies = [&](int64_t rows, Value src, Value firstRow,
                         int64_t tileOffset, bool bounded) {
         for (int64_t i = 0; i < rows * kCoreCols / g.threads; ++i) {
+          // Copy j: wgmma::copyRow(j), wgmma::copyChannel(j).
           Value j = k.iadd(g.tid, k.c(i * g.threads));
           Value r = k.iadd(k.imul(k.idiv(j, k.c(8 * kCoreCols)), k.c(8)),
                            k.irem(j, k.c(8)));
@@ -1367,7 +1352,7 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
         }
       };
       copies(kTileM, xg, row0, 0, /*bounded=*/true);
-      copies(kTileN, wg, col0, aBytes, /*bounded=*/false);
+      copies(kTileN, wg, col0, kABytes, /*bounded=*/false);
     };
     auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
 
@@ -1395,12 +1380,10 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
       Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(stageBytes));
       NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
       for (int64_t s = 0; s < kChunkK / 16; ++s) {
-        Value at = k.iadd(base, k.c(s * 2 * kCoreBytes));
-        Value descA = wgmmaDescriptor(k, smemAddr, at, kCoreBytes,
-                                      kCoreCols * kCoreBytes);
-        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(aBytes)),
-                                      kCoreBytes, kCoreCols * kCoreBytes);
-        a = wgmma(a, descA, descB, /*accumulate=*/!first || s > 0);
+        Value at = k.iadd(base, k.c(kStepByte(s)));
+        Value descA = wgmmaDescriptor(k, smemAddr, at);
+        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(kABytes)));
+        a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
       }
       NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
       NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
@@ -1410,10 +1393,9 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
     acc = k.reduce(k.c(1), k.c(chunks), acc,
                    [&](Value chunk, Value a) { return step(chunk, a, false); });
 
-    // Accumulator i of a thread holds (row, col) with row = 16 warp + lane
-    // / 4 + 8 ((i / 2) % 2), col = 8 (i / 4) + 2 (lane % 4) + i % 2 (PTX
-    // ISA, wgmma .m64nNk16 register fragment for D): pairs (i, i + 1), i
-    // even, are adjacent columns of one row.
+    // Accumulator i of thread t holds (wgmma::accumulatorRow(i, t),
+    // wgmma::accumulatorCol(i, t)): pairs (i, i + 1), i even, are adjacent
+    // columns of one row.
     Value row =
         k.iadd(row0, k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4))));
     Value col = k.iadd(col0, k.imul(k.irem(g.lane, k.c(4)), k.c(2)));
