@@ -105,12 +105,25 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
         fn = own;
         gridStride = false;
       }
+    bool capRegisters = false;
     if (wgmma)
-      if (auto own = wgmmaKernels.lookupSymbol<func::FuncOp>(hostFn.getName()))
+      if (auto own =
+              wgmmaKernels.lookupSymbol<func::FuncOp>(hostFn.getName())) {
         fn = own;
+        capRegisters = true;
+      }
     auto kernel =
         gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    // A wgmma body holds its fallback too, and ptxas sizes the registers for
+    // the larger of the two: keep every CTA of the grid (kGpuCtasPerSM per
+    // SM) resident (at most 128 registers for 128 threads).
+    if (capRegisters) {
+      kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                      b.getDenseI32ArrayAttr({int32_t(kGpuThreads), 1, 1}));
+      kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                      b.getI32IntegerAttr(int32_t(kGpuCtasPerSM)));
+    }
     Block &dst = kernel.getBody().front();
     IRMapping map;
     Block &src = fn.getBody().front();

@@ -348,7 +348,8 @@ int runCompile() {
       if (ec)
         return usageError("cannot write " + file + ": " + ec.message());
       out << cubin;
-      written.push_back({gpu->name.str(), file, gpu->multiprocessors * 4,
+      written.push_back({gpu->name.str(), file,
+                         gpu->multiprocessors * kGpuCtasPerSM,
                          gpu->threadsPerBlock});
     }
     if (!host) {

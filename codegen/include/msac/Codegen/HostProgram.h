@@ -58,6 +58,8 @@ struct Launch {
 
 /// Threads per CTA the GPU-specific kernels are built for.
 constexpr int64_t kGpuThreads = 128;
+/// CTAs per multiprocessor of an NVIDIA launch's fixed grid.
+constexpr int64_t kGpuCtasPerSM = 4;
 
 struct HostProgram {
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
