@@ -40,6 +40,11 @@ llvm_config.add_tool_substitutions([ToolSubst(t) for t in tools], tool_dirs)
 cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 if os.path.exists(os.path.join(cuda, "bin", "ptxas")):
     config.available_features.add("ptxas")
+# cuobjdump (CUDA toolkit) shows the SASS of a cubin.
+if os.path.exists(os.path.join(cuda, "bin", "cuobjdump")):
+    config.available_features.add("cuobjdump")
+    config.substitutions.append(
+        ("%cuobjdump", os.path.join(cuda, "bin", "cuobjdump")))
 # A GPU driver on this machine (never on CI).
 if any(os.path.exists(os.path.join(d, "libcuda.so.1"))
        for d in ["/usr/lib/x86_64-linux-gnu", "/usr/local/nvidia/lib64", "/usr/lib64"]):

@@ -10,11 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuKernels.h"
+#include "WgmmaLayout.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <string>
 
 using namespace mlir;
@@ -93,14 +95,19 @@ public:
 
   /// A shared-memory array of `n` elements, as a generic pointer.
   Value shared(Type elem, int64_t n) {
+    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT,
+                                         sharedSpace(elem, n, 16));
+  }
+  /// A shared-memory array of `n` elements aligned to `alignment` bytes, as
+  /// a pointer in the shared address space (3).
+  Value sharedSpace(Type elem, int64_t n, int64_t alignment) {
     OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
     std::string sym = name + "_smem" + std::to_string(sharedArrays++);
     auto global = LLVM::GlobalOp::create(
         gb, k.loc, LLVM::LLVMArrayType::get(elem, n), /*isConstant=*/false,
-        LLVM::Linkage::Internal, sym, Attribute(), /*alignment=*/16,
+        LLVM::Linkage::Internal, sym, Attribute(), alignment,
         /*addrSpace=*/3);
-    Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
-    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
+    return LLVM::AddressOfOp::create(k.b, k.loc, global);
   }
 
   /// A constant FP32 table in global memory, as a generic pointer.
@@ -1226,6 +1233,224 @@ void rowsDotKernel(GK &g, Operation *op) {
 }
 
 //===----------------------------------------------------------------------===//
+// Tile GEMM for msa.linear on warpgroup MMA (sm_90a)
+//===----------------------------------------------------------------------===//
+
+// Tile shape and layouts: WgmmaLayout.h.
+using wgmma::kABytes;
+using wgmma::kBBytes;
+using wgmma::kChunkK;
+using wgmma::kCoreCols;
+using wgmma::kLeadingByteOffset;
+using wgmma::kStages;
+using wgmma::kStepByte;
+using wgmma::kStrideByteOffset;
+using wgmma::kTileM;
+using wgmma::kTileN;
+
+/// Steps with at least this many tokens take the tile path, when they make
+/// at least kTileMinItems tiles; fewer keep the warp matrix-vector product.
+/// A tile's time has a floor of K / kChunkK dependent chunk steps (about
+/// 0.5 us each on the H200: 96 us for K = 6144), so a few tiles on an
+/// otherwise idle GPU lose to the matrix-vector product (N = 512, K = 6144:
+/// 20 us at T = 16, 73 us at T = 64 = 4 tiles); with many tiles they win
+/// from 16 tokens on (N = 8192, K = 6144, T = 16: 88 us against 236 us).
+constexpr int64_t kTileMinTokens = 16;
+constexpr int64_t kTileMinItems = 8;
+
+/// Fewest tokens of a step for which msa.linear with `n` output features
+/// takes the tile path.
+int64_t linearTileMinTokens(int64_t n) {
+  const int64_t nTiles = n / kTileN;
+  const int64_t mTiles = (kTileMinItems + nTiles - 1) / nTiles;
+  return std::max(kTileMinTokens, (mTiles - 1) * kTileM + 1);
+}
+
+/// True when msa.linear can take the wgmma tile path: bf16 input and weight
+/// (not dequantized block-scaled ones), a bf16 or f32 result, K a multiple
+/// of 64 and N a multiple of kTileN, one warpgroup per CTA.
+bool linearTileFits(Operation *op, int64_t threads) {
+  auto linear = dyn_cast<msa::LinearOp>(op);
+  if (!linear || threads != wgmma::kThreads ||
+      shapeOf(linear.getInput()).size() != 2)
+    return false;
+  Type xe = elementOf(linear.getInput()), we = elementOf(linear.getWeight()),
+       oe = elementOf(linear.getResult());
+  const int64_t kk = shapeOf(linear.getWeight())[1],
+                n = shapeOf(linear.getWeight())[0];
+  return xe.isBF16() && we.isBF16() && (oe.isBF16() || oe.isF32()) &&
+         kk % 64 == 0 && kk % kChunkK == 0 && n % kTileN == 0;
+}
+
+/// The wgmma matrix descriptor (wgmma::descriptor: no swizzle, base offset
+/// 0) of the operand at byte `offset` of the shared array at shared-window
+/// address `smemAddr` (i64).
+Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset) {
+  auto ci64 = [&](uint64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc,
+                                     k.b.getI64IntegerAttr(int64_t(v)));
+  };
+  Value addr = arith::AddIOp::create(k.b, k.loc, smemAddr, k.toI64(offset));
+  Value start = arith::ShRUIOp::create(
+      k.b, k.loc, arith::AndIOp::create(k.b, k.loc, addr, ci64(0x3FFFF)),
+      ci64(4));
+  return arith::OrIOp::create(
+      k.b, k.loc, start,
+      ci64(wgmma::descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset)));
+}
+
+/// out[t, j] = x[t] . w[j] for t < T as CTA-stride work items of kTileM
+/// tokens x kTileN features (token tiles vary fastest, so CTAs running at
+/// once share weight tiles in L2): wgmma.mma_async m64n128k16 (bf16, FP32
+/// accumulators in registers) over K, operands staged by cp.async in a
+/// kStages-deep ring; token rows past T are zero-filled and not stored.
+void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
+  KB &k = g.k;
+  MLIRContext *ctx = k.b.getContext();
+  Value x = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
+  const int64_t kk = shapeOf(op.getWeight())[1], n = shapeOf(op.getWeight())[0];
+  Type oe = elementOf(op.getResult());
+  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+  auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+  const int64_t stageBytes = kABytes + kBBytes, chunks = kk / kChunkK;
+  Value smem = g.sharedSpace(k.b.getI8Type(), kStages * stageBytes, 128);
+  Value smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
+  Value xg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, x);
+  Value wg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, w);
+  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
+  Value lastRow = k.iadd(T, k.c(-1));
+
+  auto accT = LLVM::LLVMStructType::getLiteral(
+      ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
+  // D = A B + D, or D = A B without `accumulate` (D's registers unread).
+  auto mma = [&](Value acc, Value descA, Value descB,
+                 bool accumulate) -> Value {
+    return NVVM::WgmmaMmaAsyncOp::create(
+        k.b, k.loc, accT, acc, descA, descB,
+        NVVM::MMAShapeAttr::get(ctx, kTileM, kTileN, 16),
+        NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::bf16),
+        NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::bf16),
+        NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
+        NVVM::WGMMAScaleOutAttr::get(ctx, accumulate
+                                              ? NVVM::WGMMAScaleOut::one
+                                              : NVVM::WGMMAScaleOut::zero),
+        NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+        NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+        NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+        NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+        /*satfinite=*/nullptr);
+  };
+
+  g.ctaLoop(k.imul(mTiles, k.c(n / kTileN)), [&](Value item) {
+    Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
+    Value col0 = k.imul(k.idiv(item, mTiles), k.c(kTileN));
+    // Copies chunk `chunk` of x rows row0.. and w rows col0.. into its
+    // stage, then commits them as one cp.async group.
+    auto issue = [&](Value chunk) {
+      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(stageBytes));
+      Value k0 = k.imul(chunk, k.c(kChunkK));
+      auto copies = [&](int64_t rows, Value src, Value firstRow,
+                        int64_t tileOffset, bool bounded) {
+        for (int64_t i = 0; i < rows * kCoreCols / g.threads; ++i) {
+          // Copy j: wgmma::copyRow(j), wgmma::copyChannel(j).
+          Value j = k.iadd(g.tid, k.c(i * g.threads));
+          Value r = k.iadd(k.imul(k.idiv(j, k.c(8 * kCoreCols)), k.c(8)),
+                           k.irem(j, k.c(8)));
+          Value kc = k.imul(k.irem(k.idiv(j, k.c(8)), k.c(kCoreCols)), k.c(8));
+          Value row = k.iadd(firstRow, r);
+          Value size;
+          if (bounded) {
+            // Rows past T read nothing and are zero-filled.
+            size = k.select(k.icmp(CmpI::ult, row, T), g.ci32(16), g.ci32(0));
+            row = g.imin(row, lastRow);
+          }
+          Value from = LLVM::GEPOp::create(
+              k.b, k.loc, globalT, k.i16, src,
+              ValueRange{
+                  k.toI64(k.iadd(k.imul(row, k.c(kk)), k.iadd(k0, kc)))});
+          Value to = LLVM::GEPOp::create(
+              k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+              ValueRange{k.toI64(k.iadd(base, k.c(tileOffset)))});
+          to = LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), to,
+                                   ValueRange{k.toI64(k.imul(j, k.c(16)))});
+          NVVM::CpAsyncOp::create(k.b, k.loc, to, from, 16,
+                                  NVVM::LoadCacheModifierKind::CG, size);
+        }
+      };
+      copies(kTileM, xg, row0, 0, /*bounded=*/true);
+      copies(kTileN, wg, col0, kABytes, /*bounded=*/false);
+    };
+    auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
+
+    for (int64_t s = 0; s + 1 < kStages; ++s) {
+      if (s < chunks)
+        issue(k.c(s));
+      commit();
+    }
+    // One chunk: acc += x[.., chunk] w[.., chunk]^T. The first chunk starts
+    // the sum (no accumulator registers are written before the first
+    // wgmma, as the wgmma.fence rules require).
+    auto step = [&](Value chunk, Value a, bool first) -> Value {
+      // This thread's copies of `chunk` have landed; make them visible to
+      // the async proxy (wgmma reads shared memory through it), then wait
+      // for every thread's. The barrier also ends the previous iteration's
+      // reads of the stage refilled below.
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, kStages - 2);
+      NVVM::FenceProxyOp::create(
+          k.b, k.loc, NVVM::ProxyKind::async_shared,
+          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+      g.sync();
+      Value next = k.iadd(chunk, k.c(kStages - 1));
+      k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)), [&] { issue(next); });
+      commit();
+      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(stageBytes));
+      NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
+      for (int64_t s = 0; s < kChunkK / 16; ++s) {
+        Value at = k.iadd(base, k.c(kStepByte(s)));
+        Value descA = wgmmaDescriptor(k, smemAddr, at);
+        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(kABytes)));
+        a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
+      }
+      NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+      NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+      return a;
+    };
+    Value acc = step(k.c(0), LLVM::PoisonOp::create(k.b, k.loc, accT), true);
+    acc = k.reduce(k.c(1), k.c(chunks), acc,
+                   [&](Value chunk, Value a) { return step(chunk, a, false); });
+
+    // Accumulator i of thread t holds (wgmma::accumulatorRow(i, t),
+    // wgmma::accumulatorCol(i, t)): pairs (i, i + 1), i even, are adjacent
+    // columns of one row.
+    Value row =
+        k.iadd(row0, k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4))));
+    Value col = k.iadd(col0, k.imul(k.irem(g.lane, k.c(4)), k.c(2)));
+    for (int64_t i = 0; i < kTileN / 2; i += 2) {
+      Value r = k.iadd(row, k.c(8 * ((i / 2) % 2)));
+      Value at = k.iadd(k.imul(r, k.c(n)), k.iadd(col, k.c(8 * (i / 4))));
+      Value v0 = LLVM::ExtractValueOp::create(k.b, k.loc, acc, i);
+      Value v1 = LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + 1);
+      k.ifThen(k.icmp(CmpI::ult, r, T), [&] {
+        if (oe.isBF16()) {
+          LLVM::StoreOp::create(k.b, k.loc, g.packBF16(v0, v1),
+                                k.gep(out, at, k.i16), /*alignment=*/4);
+          return;
+        }
+        auto pair = VectorType::get({2}, k.f32);
+        Value v = LLVM::PoisonOp::create(k.b, k.loc, pair);
+        v = LLVM::InsertElementOp::create(k.b, k.loc, v, v0, g.ci32(0));
+        v = LLVM::InsertElementOp::create(k.b, k.loc, v, v1, g.ci32(1));
+        LLVM::StoreOp::create(k.b, k.loc, v, k.gep(out, at, k.f32),
+                              /*alignment=*/8);
+      });
+    }
+    // The next item's first copies refill stages other warps may still
+    // be reading.
+    g.sync();
+  });
+}
+
+//===----------------------------------------------------------------------===//
 // Warp dot products, row-wise and element-wise kernels
 //===----------------------------------------------------------------------===//
 
@@ -1563,9 +1788,13 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
   return {s.hq * s.chunks * (s.d + 2), 0};
 }
 
+bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
+  return hasGpuKernel(op, threads) && linearTileFits(op, threads);
+}
+
 void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                                   StringRef kernelName, int64_t threads,
-                                  int64_t part) {
+                                  int64_t part, bool wgmma) {
   GK g(k, globals, kernelName, threads);
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
@@ -1581,8 +1810,27 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         else
           attentionCombineKernel(g, o);
       })
-      .Case<msa::LinearOp, msa::LogitsOp>(
-          [&](Operation *o) { rowsDotKernel(g, o); })
+      .Case([&](msa::LinearOp o) {
+        if (!wgmma || !linearTileFits(o, threads)) {
+          rowsDotKernel(g, o);
+          return;
+        }
+        // Chosen per step: the launch and grid stay the same.
+        Value T = k.scalar(0);
+        g.ifElse(
+            k.icmp(CmpI::sge, T,
+                   k.c(linearTileMinTokens(shapeOf(o.getWeight())[0]))),
+            {},
+            [&]() -> SmallVector<Value> {
+              linearTileKernel(g, o, T);
+              return {};
+            },
+            [&]() -> SmallVector<Value> {
+              rowsDotKernel(g, o);
+              return {};
+            });
+      })
+      .Case([&](msa::LogitsOp o) { rowsDotKernel(g, o); })
       .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(g, o, part); })
       .Case([&](msa::MoERouterOp o) { moeRouterKernel(g, o, part); })
       .Case([&](msa::RMSNormOp o) { rmsNormKernel(g, o); })

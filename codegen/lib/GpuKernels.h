@@ -43,13 +43,18 @@ GpuWorkspace gpuWorkspace(Operation *op);
 /// the same buffers, e.g. the two projections of the MoE experts).
 int64_t gpuKernelParts(Operation *op);
 
+/// True when `op`'s GPU kernel has a different body on targets with
+/// warpgroup MMA (wgmma.mma_async, sm_90a): the tile GEMM of msa.linear.
+bool hasWgmmaKernel(Operation *op, int64_t threads);
+
 /// Emits part `part` of the GPU kernel body of `op` through `k` (a function
 /// `(ptr buffers, ptr scalars)`); shared-memory arrays become
 /// `llvm.mlir.global`s in address space 3 named after `kernelName` at the
-/// end of `globals`. Requires hasGpuKernel(op, threads).
+/// end of `globals`. With `wgmma` the body may use warpgroup MMA (only for
+/// targets that have it). Requires hasGpuKernel(op, threads).
 void emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                    llvm::StringRef kernelName, int64_t threads,
-                   int64_t part = 0);
+                   int64_t part = 0, bool wgmma = false);
 
 } // namespace msac::kernels
 

@@ -793,18 +793,27 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
     func::ReturnOp::create(at, loc);
   }
 
-  for (int64_t part = 0; gpu && part < parts; ++part) {
-    OpBuilder gb = OpBuilder::atBlockEnd(program.gpuKernels->getBody());
-    auto gfn = func::FuncOp::create(gb, loc, partName(name, part),
-                                    gb.getFunctionType({ptrT, ptrT}, {}));
-    Block *gentry = gfn.addEntryBlock();
-    OpBuilder gbody(gentry, gentry->end());
-    KB gk(gbody, loc, gentry->getArgument(0), gentry->getArgument(1));
-    gk.entry = gentry;
-    emitGpuKernel(gk, op, *program.gpuKernels, partName(name, part),
-                  kGpuThreads, part);
-    func::ReturnOp::create(gbody, loc);
-  }
+  // The GPU bodies; a second one for targets with warpgroup MMA where it
+  // differs (its shared arrays get distinct names).
+  auto emitGpuBodies = [&](ModuleOp into, bool wgmma) {
+    for (int64_t part = 0; part < parts; ++part) {
+      OpBuilder gb = OpBuilder::atBlockEnd(into.getBody());
+      auto gfn = func::FuncOp::create(gb, loc, partName(name, part),
+                                      gb.getFunctionType({ptrT, ptrT}, {}));
+      Block *gentry = gfn.addEntryBlock();
+      OpBuilder gbody(gentry, gentry->end());
+      KB gk(gbody, loc, gentry->getArgument(0), gentry->getArgument(1));
+      gk.entry = gentry;
+      emitGpuKernel(gk, op, into,
+                    partName(name, part) + (wgmma ? "_wgmma" : ""), kGpuThreads,
+                    part, wgmma);
+      func::ReturnOp::create(gbody, loc);
+    }
+  };
+  if (gpu)
+    emitGpuBodies(*program.gpuKernels, /*wgmma=*/false);
+  if (gpu && hasWgmmaKernel(op, kGpuThreads))
+    emitGpuBodies(*program.wgmmaKernels, /*wgmma=*/true);
   return success();
 }
 
@@ -814,6 +823,7 @@ FailureOr<HostProgram> ProgramBuilder::run() {
     return module.emitError("no func.func @forward to compile"), failure();
   program.kernels = ModuleOp::create(module.getLoc());
   program.gpuKernels = ModuleOp::create(module.getLoc());
+  program.wgmmaKernels = ModuleOp::create(module.getLoc());
   OpBuilder builder(program.kernels->getBodyRegion());
   kb = &builder;
 

@@ -44,6 +44,7 @@
 using namespace mlir;
 
 std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
+                                   ModuleOp wgmmaKernels,
                                    const std::string &targetName,
                                    const std::string &cudaToolkit,
                                    bool assembly, std::string &binary,
@@ -86,10 +87,15 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
                                             b.getArrayAttr({targetAttr}));
   b.setInsertionPointToStart(gpuModule.getBody());
 
-  // Shared-memory arrays of the GPU-specific kernels.
+  // Shared-memory arrays of the GPU-specific kernels (and of their wgmma
+  // bodies on targets with warpgroup MMA, which take precedence).
   const bool specific = gpuKernels && target->threadsPerBlock == kGpuThreads;
+  const bool wgmma = specific && wgmmaKernels && target->wgmma;
   if (specific)
     for (auto global : gpuKernels.getOps<LLVM::GlobalOp>())
+      b.clone(*global.getOperation());
+  if (wgmma)
+    for (auto global : wgmmaKernels.getOps<LLVM::GlobalOp>())
       b.clone(*global.getOperation());
   for (auto hostFn : hostKernels.getOps<func::FuncOp>()) {
     func::FuncOp fn = hostFn;
@@ -99,9 +105,25 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
         fn = own;
         gridStride = false;
       }
+    bool capRegisters = false;
+    if (wgmma)
+      if (auto own =
+              wgmmaKernels.lookupSymbol<func::FuncOp>(hostFn.getName())) {
+        fn = own;
+        capRegisters = true;
+      }
     auto kernel =
         gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    // A wgmma body holds its fallback too, and ptxas sizes the registers for
+    // the larger of the two: keep every CTA of the grid (kGpuCtasPerSM per
+    // SM) resident (at most 128 registers for 128 threads).
+    if (capRegisters) {
+      kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                      b.getDenseI32ArrayAttr({int32_t(kGpuThreads), 1, 1}));
+      kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                      b.getI32IntegerAttr(int32_t(kGpuCtasPerSM)));
+    }
     Block &dst = kernel.getBody().front();
     IRMapping map;
     Block &src = fn.getBody().front();
@@ -158,6 +180,13 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
             pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
           },
           "gpu-to-nvvm") ||
+      // NVVM ops without an LLVM intrinsic (wgmma.mma_async) become inline
+      // PTX.
+      !run(
+          [](PassManager &pm) {
+            pm.addNestedPass<gpu::GPUModuleOp>(createConvertNVVMToLLVMPass());
+          },
+          "nvvm-to-llvm") ||
       !run(
           [](PassManager &pm) {
             pm.addPass(createReconcileUnrealizedCastsPass());

@@ -5,7 +5,8 @@
 // NVIDIA: sm_90a is Hopper (H100/H200: 132 SMs, 227 KiB of shared memory
 // per block), PTX ISA 8.0 introduced sm_90a; sm_100a is Blackwell (B200:
 // 148 SMs), PTX ISA 8.6. AMD: gfx942 is MI300X (304 CUs, 64 KiB LDS),
-// gfx950 is MI355X (256 CUs, 160 KiB LDS).
+// gfx950 is MI355X (256 CUs, 160 KiB LDS). Warpgroup MMA (wgmma.mma_async)
+// exists only on sm_90a; sm_100a replaced it with tcgen05.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +15,10 @@
 using namespace msac;
 
 static const GpuTarget kTargets[] = {
-    {"sm_90a", "nvidia", "sm_90a", "+ptx80", 132, 227, 128, true},
-    {"sm_100a", "nvidia", "sm_100a", "+ptx86", 148, 227, 128, false},
-    {"gfx942", "amd", "gfx942", "", 304, 64, 256, false},
-    {"gfx950", "amd", "gfx950", "", 256, 160, 256, false},
+    {"sm_90a", "nvidia", "sm_90a", "+ptx80", 132, 227, 128, true, true},
+    {"sm_100a", "nvidia", "sm_100a", "+ptx86", 148, 227, 128, false, false},
+    {"gfx942", "amd", "gfx942", "", 304, 64, 256, false, false},
+    {"gfx950", "amd", "gfx950", "", 256, 160, 256, false, false},
 };
 
 llvm::ArrayRef<GpuTarget> msac::gpuTargets() { return kTargets; }

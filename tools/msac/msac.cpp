@@ -312,8 +312,8 @@ int runCompile() {
       return usageError("--emit=ptx needs an NVIDIA --target");
     std::string ptx;
     std::string error = emitNvidiaBinary(
-        *program->kernels, *program->gpuKernels, gpus.front()->name.str(),
-        cudaToolkit, /*assembly=*/true, ptx);
+        *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
+        gpus.front()->name.str(), cudaToolkit, /*assembly=*/true, ptx);
     if (!error.empty()) {
       WithColor::error(errs(), "msac") << error << "\n";
       return 1;
@@ -336,8 +336,8 @@ int runCompile() {
                    " kernels for " + gpu->name);
       std::string cubin;
       std::string error = emitNvidiaBinary(
-          *program->kernels, *program->gpuKernels, gpu->name.str(), cudaToolkit,
-          false, cubin, ptxasFmad);
+          *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
+          gpu->name.str(), cudaToolkit, false, cubin, ptxasFmad);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;
@@ -348,7 +348,8 @@ int runCompile() {
       if (ec)
         return usageError("cannot write " + file + ": " + ec.message());
       out << cubin;
-      written.push_back({gpu->name.str(), file, gpu->multiprocessors * 4,
+      written.push_back({gpu->name.str(), file,
+                         gpu->multiprocessors * kGpuCtasPerSM,
                          gpu->threadsPerBlock});
     }
     if (!host) {

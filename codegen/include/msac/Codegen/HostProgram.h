@@ -58,6 +58,8 @@ struct Launch {
 
 /// Threads per CTA the GPU-specific kernels are built for.
 constexpr int64_t kGpuThreads = 128;
+/// CTAs per multiprocessor of an NVIDIA launch's fixed grid.
+constexpr int64_t kGpuCtasPerSM = 4;
 
 struct HostProgram {
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
@@ -65,6 +67,9 @@ struct HostProgram {
   /// for CTAs of kGpuThreads threads, with their shared-memory globals; the
   /// other kernels run on a GPU as grid-stride loops of their host bodies.
   mlir::OwningOpRef<mlir::ModuleOp> gpuKernels;
+  /// The bodies that differ on targets with warpgroup MMA (GpuTarget::wgmma,
+  /// sm_90a): same names and ABI, they replace gpuKernels' there.
+  mlir::OwningOpRef<mlir::ModuleOp> wgmmaKernels;
   std::vector<BufferDesc> buffers;
   /// Run once when the model is loaded: dequantizes block-scaled weights
   /// (kept packed in the artifact) into FP32 buffers.
@@ -102,9 +107,12 @@ std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
 /// an error message or "".
 /// `fmad` false passes --fmad=false to ptxas (no contraction of a multiply
 /// and an add into an FMA), which keeps GPU rounding closer to the host's.
-/// `gpuKernels` (may be null) supplies GPU-specific bodies by name.
+/// `gpuKernels` (may be null) supplies GPU-specific bodies by name;
+/// `wgmmaKernels` (may be null) replaces some of them on targets with
+/// warpgroup MMA.
 std::string emitNvidiaBinary(mlir::ModuleOp hostKernels,
                              mlir::ModuleOp gpuKernels,
+                             mlir::ModuleOp wgmmaKernels,
                              const std::string &targetName,
                              const std::string &cudaToolkit, bool assembly,
                              std::string &binary, bool fmad = true);

@@ -23,6 +23,9 @@ struct GpuTarget {
   int sharedMemoryKiB;      ///< shared memory / LDS per block
   int threadsPerBlock;      ///< block size the first-cut kernels launch with
   bool runnable;            ///< a machine of this chip is available to run on
+  /// Warpgroup MMA (wgmma.mma_async, sm_90a only: sm_100a has tcgen05
+  /// instead): kernels with a wgmma body (HostProgram::wgmmaKernels) use it.
+  bool wgmma;
 };
 
 /// Every GPU target, in a fixed order.

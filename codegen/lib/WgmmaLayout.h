@@ -1,0 +1,106 @@
+//===- WgmmaLayout.h - Layouts of the warpgroup-MMA GEMM --------*- C++ -*-===//
+//-*-===//
+//
+// Part of msac.
+//
+// Private to the codegen library: the tile shape of the warpgroup-MMA GEMM
+// of msa.linear (GpuKernels.cpp) and, as plain constexpr arithmetic, the
+// layouts it relies on, so that a host unit test (unittests/Codegen/
+// WgmmaLayoutTest.cpp) can check them against the hardware's rules without
+// a GPU:
+//   * the operand tiles in shared memory: both A (x, tokens x K) and B (w,
+//     features x K) K-major in the no-swizzle canonical layout of
+//     wgmma.mma_async, i.e. core matrices of 8 rows x 16 bytes (8 bf16
+//     along K) stored as 128 contiguous bytes (row i at byte 16 i);
+//   * the 64-bit matrix descriptors that point wgmma at them;
+//   * the FP32 accumulator fragment of wgmma .m64nNk16 (which thread holds
+//     which (row, column) of the 64 x N result), from the PTX ISA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_CODEGEN_LIB_WGMMALAYOUT_H
+#define MSAC_CODEGEN_LIB_WGMMALAYOUT_H
+
+#include <cstdint>
+
+namespace msac::kernels::wgmma {
+
+/// The CTA (one warpgroup of 128 threads) computes kTileM tokens x kTileN
+/// output features per work item, looping over K in chunks of kChunkK
+/// channels staged through kStages shared-memory buffers by cp.async.
+constexpr int64_t kTileM = 64;
+constexpr int64_t kTileN = 128;
+constexpr int64_t kChunkK = 32;
+constexpr int64_t kStages = 4;
+constexpr int64_t kThreads = 128;
+/// Core matrices per row of a chunk, and the bytes of one.
+constexpr int64_t kCoreCols = kChunkK / 8;
+constexpr int64_t kCoreBytes = 128;
+/// Bytes of the A and B tiles of one stage.
+constexpr int64_t kABytes = kTileM * kChunkK * 2;
+constexpr int64_t kBBytes = kTileN * kChunkK * 2;
+
+/// Byte of element (r, k) in an operand tile of one stage: the core matrix
+/// of rows 8g..8g+7 and channels 8c..8c+7 starts at byte
+/// (g * kCoreCols + c) * 128.
+/// Example: (r = 9, k = 20) is at (1 * 4 + 2) * 128 + 16 + 8 = 792.
+constexpr int64_t tileByte(int64_t r, int64_t k) {
+  return ((r / 8) * kCoreCols + k / 8) * kCoreBytes + (r % 8) * 16 +
+         (k % 8) * 2;
+}
+
+/// 16-byte copy `j` of a stage's tile (thread t issues j = t, t + 128, ...)
+/// fills bytes 16 j..16 j + 15 with channels copyChannel(j)..+7 of row
+/// copyRow(j): a warp writes 512 contiguous bytes and reads whole 64-byte
+/// pieces of 8 rows.
+constexpr int64_t copyRow(int64_t j) {
+  return (j / (8 * kCoreCols)) * 8 + j % 8;
+}
+constexpr int64_t copyChannel(int64_t j) { return ((j / 8) % kCoreCols) * 8; }
+
+/// Leading-dimension byte offset (from a core matrix to the next along K)
+/// and stride byte offset (from one 8-row group to the next) of the
+/// descriptors, and the byte where k-step s (channels 16 s..16 s + 15)
+/// starts in a tile.
+constexpr int64_t kLeadingByteOffset = kCoreBytes;
+constexpr int64_t kStrideByteOffset = kCoreCols * kCoreBytes;
+constexpr int64_t kStepByte(int64_t s) { return s * 2 * kCoreBytes; }
+
+/// The byte wgmma reads for element (r, kk) (kk < 16) of a K-major operand
+/// with no swizzling, given the descriptor's start byte, leading-dimension
+/// and stride byte offsets: the canonical layout ((8, m), (8, 2)) with
+/// strides ((16 B, SBO), (2 B, LBO)) (PTX ISA, wgmma shared memory matrix
+/// layout).
+constexpr int64_t canonicalByte(int64_t start, int64_t lbo, int64_t sbo,
+                                int64_t r, int64_t kk) {
+  return start + (r / 8) * sbo + (r % 8) * 16 + (kk / 8) * lbo + (kk % 8) * 2;
+}
+
+/// The descriptor bits that do not depend on the start address: bits 16-29
+/// leading-dimension byte offset >> 4, bits 32-45 stride byte offset >> 4;
+/// base offset (bits 49-51) and swizzle mode (bits 62-63) stay 0 (no
+/// swizzle). The start address goes to bits 0-13 as (address & 0x3FFFF)
+/// >> 4.
+constexpr uint64_t descriptorFixedBits(int64_t lbo, int64_t sbo) {
+  return (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32);
+}
+constexpr uint64_t descriptor(uint64_t address, int64_t lbo, int64_t sbo) {
+  return ((address & 0x3FFFF) >> 4) | descriptorFixedBits(lbo, sbo);
+}
+
+/// Accumulator i (0 <= i < N / 2) of thread `t` (0..127) of wgmma
+/// .m64nNk16 with FP32 D holds (accumulatorRow, accumulatorCol) of the
+/// 64 x N result: rows 16 (t / 32) + (t % 32) / 4 (+ 8 for i % 4 >= 2),
+/// columns 8 (i / 4) + 2 (t % 4) + i % 2. Pairs (i, i + 1), i even, are
+/// adjacent columns of one row.
+constexpr int64_t accumulatorRow(int64_t i, int64_t t) {
+  return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
+}
+constexpr int64_t accumulatorCol(int64_t i, int64_t t) {
+  return 8 * (i / 4) + 2 * (t % 4) + i % 2;
+}
+
+} // namespace msac::kernels::wgmma
+
+#endif // MSAC_CODEGEN_LIB_WGMMALAYOUT_H

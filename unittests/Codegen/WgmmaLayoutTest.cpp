@@ -1,0 +1,98 @@
+//===- WgmmaLayoutTest.cpp - Layouts of the warpgroup-MMA GEMM ------------===//
+//
+// Part of msac.
+//
+// The layouts the wgmma tile GEMM of msa.linear relies on (WgmmaLayout.h),
+// checked on the host: the 16-byte copies fill every element of a stage's
+// tiles exactly once at the byte of the core-matrix layout; the descriptors
+// of each k-step make the hardware's canonical no-swizzle K-major layout
+// read exactly those bytes; the descriptor bits; and the accumulator
+// fragment covers the 64 x 128 result once, in column pairs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../codegen/lib/WgmmaLayout.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <utility>
+#include <vector>
+
+using namespace msac::kernels::wgmma;
+
+namespace {
+
+TEST(WgmmaLayout, CopiesFillEveryElementOnce) {
+  for (int64_t rows : {kTileM, kTileN}) {
+    SCOPED_TRACE(rows);
+    const int64_t copies = rows * kChunkK / 8;
+    EXPECT_EQ(copies % kThreads, 0);
+    std::vector<int> seen(rows * kChunkK, 0);
+    for (int64_t j = 0; j < copies; ++j) {
+      const int64_t r = copyRow(j), k = copyChannel(j);
+      ASSERT_LT(r, rows);
+      ASSERT_LT(k + 7, kChunkK);
+      for (int64_t e = 0; e < 8; ++e) {
+        // Copy j writes bytes 16 j.. in order.
+        EXPECT_EQ(tileByte(r, k + e), 16 * j + 2 * e);
+        ++seen[r * kChunkK + k + e];
+      }
+    }
+    for (int v : seen)
+      EXPECT_EQ(v, 1);
+  }
+  EXPECT_EQ(tileByte(9, 20), 792);
+}
+
+TEST(WgmmaLayout, DescriptorsAddressTheTile) {
+  // Every k-step of a chunk reads, for each row and its 16 channels, the
+  // bytes the copies wrote (A and B tiles alike; B starts kABytes later).
+  for (int64_t rows : {kTileM, kTileN})
+    for (int64_t s = 0; s < kChunkK / 16; ++s)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t kk = 0; kk < 16; ++kk)
+          ASSERT_EQ(canonicalByte(kStepByte(s), kLeadingByteOffset,
+                                  kStrideByteOffset, r, kk),
+                    tileByte(r, 16 * s + kk))
+              << "rows " << rows << " step " << s << " r " << r << " k " << kk;
+  EXPECT_EQ(kABytes + kBBytes, 12288);
+  EXPECT_EQ(kStages * (kABytes + kBBytes), 48 * 1024); // static smem limit
+}
+
+TEST(WgmmaLayout, DescriptorBits) {
+  // LBO 128 B -> 8 in bits 16-29, SBO 512 B -> 32 in bits 32-45, no
+  // swizzle, base offset 0 (the constant ptxas sees in the generated PTX).
+  EXPECT_EQ(descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset),
+            0x0000002000080000ull);
+  // The start address keeps bits 4-17 of the shared-window address.
+  EXPECT_EQ(descriptor(0x9100, kLeadingByteOffset, kStrideByteOffset),
+            0x0000002000080910ull);
+  EXPECT_EQ(descriptor(0x49100, kLeadingByteOffset, kStrideByteOffset) & 0x3FFF,
+            0x910u);
+}
+
+TEST(WgmmaLayout, AccumulatorsCoverTheTileOnce) {
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (int64_t t = 0; t < kThreads; ++t)
+    for (int64_t i = 0; i < kTileN / 2; ++i) {
+      const int64_t row = accumulatorRow(i, t), col = accumulatorCol(i, t);
+      ASSERT_LT(row, kTileM);
+      ASSERT_LT(col, kTileN);
+      EXPECT_TRUE(seen.insert({row, col}).second);
+      if (i % 2 == 0) {
+        EXPECT_EQ(accumulatorRow(i + 1, t), row);
+        EXPECT_EQ(accumulatorCol(i + 1, t), col + 1);
+      }
+    }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), kTileM * kTileN);
+  // Spot checks from the PTX ISA's figure: thread 0 holds (0, 0), (0, 1),
+  // (8, 0), (8, 1); thread 37 (warp 1, lane 5) starts at (17, 2).
+  EXPECT_EQ(accumulatorRow(2, 0), 8);
+  EXPECT_EQ(accumulatorCol(2, 0), 0);
+  EXPECT_EQ(accumulatorRow(0, 37), 17);
+  EXPECT_EQ(accumulatorCol(0, 37), 2);
+  EXPECT_EQ(accumulatorCol(4, 37), 10);
+}
+
+} // namespace
