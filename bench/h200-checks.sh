@@ -1,40 +1,84 @@
 #!/bin/bash
-# The checks and benchmarks of docs/perf.md's H200 section, in one call on
-# the GPU machine. DIR holds what was built and compiled on the development
-# machine:
-#   msac-run, msac-host-check          (build/bin)
-#   tiny/, tiny.msa                    (msac-synth tiny; msac compile --target host,sm_90a)
-#   nv/, nv.msa                        (msac-synth nv --format nvfp4; the same compile)
-#   m3.msa                             (msac-synth m3 --config models/minimax-m3/config.json
-#                                       --layers 2 --weights zero;
-#                                       msac compile m3 --target sm_90a --strip-weights)
-# Usage: bench/h200-checks.sh DIR [OUT]   (results under OUT, default $OUT or .)
-# This is the script of the 2026-11-29 runs (then kept outside the tree),
-# with bench/m3_ops_check.py added after them.
+# The checks and benchmarks of docs/perf.md's H200 sections, for few device
+# calls. DIR is the folder bench/h200-inputs.sh builds on the development
+# machine (msac-run, msac-host-check, tiny/ + tiny.msa, nv/ + nv.msa, the
+# weight-stripped real-shape m3.msa); carry it in the device run.
+# Usage: bench/h200-checks.sh DIR [OUT] [PARTS]
+#   OUT    results folder (default $OUT or .)
+#   PARTS  comma-separated, default checks,layers:
+#          checks     the tiny artifact against the reference; every launch
+#                     and every layer of real-shape decode steps (batch 1
+#                     and 64) and a prefill chunk (2 x 256 tokens at 8K)
+#                     against PyTorch; add nvfp4 for the NVFP4/MXFP8 tiny
+#                     artifact, long for a prefill chunk at 128K
+#          layers     bench/m3_layer.py: decode and prefill of the two layers
+#                     against PyTorch eager / torch.compile, with floors
+#          attention  bench/msa_decode.py: MSA decode attention against
+#                     PyTorch at 9 points (about 8 minutes)
+#          engine     generation and the engine benchmark of the tiny model
 set -u
 BENCH=$(cd "$(dirname "$0")" && pwd)
 DIR=$(cd "$1" && pwd)
 RESULTS=${2:-${OUT:-.}}
+PARTS=,${3:-checks,layers},
 mkdir -p "$RESULTS"
+RESULTS=$(cd "$RESULTS" && pwd)
+CFG=$BENCH/../models/minimax-m3/config.json
 cd "$DIR"
 export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0  # msac-host-check has ASan
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-./msac-host-check tiny.msa tiny --quick --device cuda | tee "$RESULTS/tiny-check.txt" | tail -3
-./msac-host-check nv.msa nv --quick --device cuda | tee "$RESULTS/nv-check.txt" | tail -3
-./msac-run generate tiny.msa -p "The index branch" -n 24 --ignore-eos --device cuda | tail -2
-for cfg in "1 128 64" "4 512 32"; do
-  set -- $cfg
-  ./msac-run bench tiny.msa --device cuda --batch $1 --input-len $2 --output-len $3 | tail -1
-done
-./msac-run bench-decode m3.msa --device cuda --batch 8 --context 32768 --dummy-weights --steps 10 | tee "$RESULTS/step-graph.txt" | tail -18
-./msac-run bench-decode m3.msa --device cuda --batch 8 --context 32768 --dummy-weights --steps 10 --no-cuda-graphs | head -1
-python3 "$BENCH/msa_decode.py" --msac-run ./msac-run --artifact m3.msa \
-  --points 8x131072,1x8192,8x8192,64x8192,1x32768,8x32768,64x32768,1x131072,64x131072 \
-  --check 8x8192,8x131072 --autotune-points 8x131072 --steps 10 \
-  --out "$RESULTS/msa_decode.json" | grep -v '^{'
-DUMP=$(mktemp -d)
-./msac-run bench-decode m3.msa --device cuda --dummy-weights --batch 8 --context 8192 \
-  --steps 1 --warmup 1 --dump "$DUMP" | head -1
-python3 "$BENCH/m3_ops_check.py" "$DUMP" --config "$BENCH/../models/minimax-m3/config.json" \
-  | tee "$RESULTS/ops-check.txt"
-rm -rf "$DUMP"
+status=0
+
+# check NAME BATCH CONTEXT CHUNK(0 = decode) OPS(yes|no)
+check() {
+  local d
+  d=$(mktemp -d)
+  local extra=""
+  [ "$4" -gt 0 ] && extra="--prefill-chunk $4"
+  timeout 120 ./msac-run bench-decode m3.msa --device cuda --dummy-weights --batch "$2" \
+    --context "$3" $extra --steps 1 --warmup 1 --dump "$d" | head -1
+  if [ "$5" = yes ]; then
+    timeout 200 python3 "$BENCH/m3_ops_check.py" "$d" --config "$CFG" 2>&1 \
+      | tee "$RESULTS/ops-$1.txt" || status=1
+  fi
+  timeout 200 python3 "$BENCH/m3_layer.py" check "$d" --config "$CFG" 2>&1 \
+    | tee "$RESULTS/layer-$1.txt" || status=1
+  rm -rf "$d"
+}
+
+if [[ $PARTS == *,checks,* ]]; then
+  timeout 150 ./msac-host-check tiny.msa tiny --quick --device cuda 2>&1 \
+    | tee "$RESULTS/tiny-check.txt" | tail -3
+  if [[ $PARTS == *,nvfp4,* ]]; then
+    timeout 150 ./msac-host-check nv.msa nv --quick --device cuda 2>&1 \
+      | tee "$RESULTS/nv-check.txt" | tail -3
+  fi
+  check decode-1x8192 1 8192 0 yes
+  check decode-64x8192 64 8192 0 yes
+  check prefill-2x256-8192 2 8192 256 yes
+  if [[ $PARTS == *,long,* ]]; then
+    check prefill-1x256-131072 1 131072 256 no
+  fi
+fi
+if [[ $PARTS == *,layers,* ]]; then
+  timeout 400 python3 "$BENCH/m3_layer.py" bench --msac-run ./msac-run --artifact m3.msa \
+    --config "$CFG" --steps 5 --reps 10 --prefill-steps 2 --prefill-reps 3 \
+    --compile-budget-s 120 --out "$RESULTS/m3_layer.json" 2>&1 | grep -v '^{' | tail -40
+fi
+if [[ $PARTS == *,attention,* ]]; then
+  timeout 560 python3 "$BENCH/msa_decode.py" --msac-run ./msac-run --artifact m3.msa \
+    --points 8x131072,1x8192,8x8192,64x8192,1x32768,8x32768,64x32768,1x131072,64x131072 \
+    --check 8x8192,8x131072 --autotune-points 8x131072 --steps 10 \
+    --out "$RESULTS/msa_decode.json" | grep -v '^{'
+fi
+if [[ $PARTS == *,engine,* ]]; then
+  ./msac-run generate tiny.msa -p "The index branch" -n 24 --ignore-eos --device cuda | tail -2
+  for cfg in "1 128 64" "4 512 32"; do
+    set -- $cfg
+    ./msac-run bench tiny.msa --device cuda --batch $1 --input-len $2 --output-len $3 | tail -1
+  done
+  ./msac-run bench-decode m3.msa --device cuda --batch 8 --context 32768 --dummy-weights \
+    --steps 10 | tail -24
+fi
+date -u
+exit $status
