@@ -436,20 +436,9 @@ def check(args):
 # ---------------------------------------------------------------------------
 
 def timed(fn, reps, warm=2):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3)
-    ts.sort()
-    return ts[len(ts) // 2]
+    """Median µs of `reps` CUDA-event timings after `warm` untimed calls."""
+    from msa_decode import bench as median_us
+    return median_us(fn, reps=reps, warm=warm)
 
 
 def rand(*shape, dtype=BF):
