@@ -1243,7 +1243,7 @@ using wgmma::kChunkK;
 using wgmma::kCoreCols;
 using wgmma::kLeadingByteOffset;
 using wgmma::kStages;
-using wgmma::kStepByte;
+using wgmma::stepByte;
 using wgmma::kStrideByteOffset;
 using wgmma::kTileM;
 using wgmma::kTileN;
@@ -1406,7 +1406,7 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
       Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(stageBytes));
       NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
       for (int64_t s = 0; s < kChunkK / 16; ++s) {
-        Value at = k.iadd(base, k.c(kStepByte(s)));
+        Value at = k.iadd(base, k.c(stepByte(s)));
         Value descA = wgmmaDescriptor(k, smemAddr, at);
         Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(kABytes)));
         a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);

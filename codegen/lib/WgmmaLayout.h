@@ -1,5 +1,4 @@
 //===- WgmmaLayout.h - Layouts of the warpgroup-MMA GEMM --------*- C++ -*-===//
-//-*-===//
 //
 // Part of msac.
 //
@@ -64,7 +63,7 @@ constexpr int64_t copyChannel(int64_t j) { return ((j / 8) % kCoreCols) * 8; }
 /// starts in a tile.
 constexpr int64_t kLeadingByteOffset = kCoreBytes;
 constexpr int64_t kStrideByteOffset = kCoreCols * kCoreBytes;
-constexpr int64_t kStepByte(int64_t s) { return s * 2 * kCoreBytes; }
+constexpr int64_t stepByte(int64_t s) { return s * 2 * kCoreBytes; }
 
 /// The byte wgmma reads for element (r, kk) (kk < 16) of a K-major operand
 /// with no swizzling, given the descriptor's start byte, leading-dimension

@@ -52,7 +52,7 @@ TEST(WgmmaLayout, DescriptorsAddressTheTile) {
     for (int64_t s = 0; s < kChunkK / 16; ++s)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t kk = 0; kk < 16; ++kk)
-          ASSERT_EQ(canonicalByte(kStepByte(s), kLeadingByteOffset,
+          ASSERT_EQ(canonicalByte(stepByte(s), kLeadingByteOffset,
                                   kStrideByteOffset, r, kk),
                     tileByte(r, 16 * s + kk))
               << "rows " << rows << " step " << s << " r " << r << " k " << kk;
