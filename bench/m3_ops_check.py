@@ -55,6 +55,10 @@ class Step:
     def __init__(self, folder):
         self.dir = folder
         self.meta = json.load(open(os.path.join(folder, "dump.json")))
+        if "dummy_weights" not in self.meta:
+            sys.exit(f"{folder}/dump.json: the step ran with the artifact's own weights, "
+                     "which the dump does not hold; dump with `msac-run bench-decode "
+                     "--dummy-weights` so that the weights can be regenerated")
         self.cache = {}
         self.pools = {}
 

@@ -96,7 +96,9 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
   driver->handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!driver->handle) {
     error = "cannot load the CUDA driver (libcuda.so.1): " +
-            std::string(::dlerror());
+            std::string(::dlerror()) +
+            "; run on a machine with an NVIDIA GPU, or use --device host "
+            "with an artifact compiled for the host";
     return nullptr;
   }
   auto sym = [&](auto &fn, const char *name) {

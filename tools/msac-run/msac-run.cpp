@@ -592,7 +592,8 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
 } // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"msac-run: run msac artifacts (generate, bench, inspect)"};
+  CLI::App app{
+      "msac-run: run msac artifacts (generate, bench, bench-decode, inspect)"};
   app.require_subcommand(1);
   std::string artifact;
   bool inspectJson = false;

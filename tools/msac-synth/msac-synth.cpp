@@ -83,17 +83,16 @@ json tinyConfig() {
   text["tie_word_embeddings"] = false;
   text["bos_token_id"] = 510;
   text["eos_token_id"] = 511;
-  text["sparse_attention_config"] = {
-      {"use_sparse_attention", true},
-      {"sparse_index_dim", 32},
-      {"sparse_num_index_heads", 2},
-      {"sparse_topk_blocks", 16},
-      {"sparse_block_size", 128},
-      {"sparse_score_type", "max"},
-      {"sparse_init_block", 0},
-      {"sparse_local_block", 1},
-      {"sparse_attention_freq", {0, 1, 1}},
-      {"sparse_disable_index_value", {0, 1, 1}}};
+  text["sparse_attention_config"] = {{"use_sparse_attention", true},
+                                     {"sparse_index_dim", 32},
+                                     {"sparse_num_index_heads", 2},
+                                     {"sparse_topk_blocks", 16},
+                                     {"sparse_block_size", 128},
+                                     {"sparse_score_type", "max"},
+                                     {"sparse_init_block", 0},
+                                     {"sparse_local_block", 1},
+                                     {"sparse_attention_freq", {0, 1, 1}},
+                                     {"sparse_disable_index_value", {0, 1, 1}}};
   json root;
   root["architectures"] = {"MiniMaxM3SparseForConditionalGeneration"};
   root["model_type"] = "minimax_m3_vl";
@@ -158,7 +157,8 @@ constexpr float kBound = 3.4641016f; // 2 * sqrt(3): |draw| <= kBound * std
 /// mean `mean`, standard deviation `std`, bounded by kBound * std.
 void drawRow(uint64_t tensorSeed, int64_t row, int64_t cols, float mean,
              float std, float *out) {
-  uint64_t state = tensorSeed ^ (static_cast<uint64_t>(row) * 0xD1B54A32D192ED03ull);
+  uint64_t state =
+      tensorSeed ^ (static_cast<uint64_t>(row) * 0xD1B54A32D192ED03ull);
   splitmix64(state);
   const float scale = std * 1.7320508f / 65536.0f;
   for (int64_t c = 0; c < cols; ++c) {
@@ -214,8 +214,8 @@ bool Synthesizer::buildConfig() {
   if (!opts.configPath.empty()) {
     std::ifstream in(opts.configPath);
     if (!in) {
-      std::cerr << "msac-synth: error: cannot read --config "
-                << opts.configPath << "\n";
+      std::cerr << "msac-synth: error: cannot read --config " << opts.configPath
+                << "\n";
       return false;
     }
     try {
@@ -240,6 +240,14 @@ bool Synthesizer::buildConfig() {
   }
   json &text = config.contains("text_config") ? config["text_config"] : config;
   if (opts.layers > 0) {
+    const int64_t original = text.value("num_hidden_layers", int64_t(0));
+    if (original > 0 && opts.layers > original) {
+      std::cerr << "msac-synth: error: --layers " << opts.layers
+                << " exceeds the config's num_hidden_layers (" << original
+                << "); --layers keeps the first layers, use at most "
+                << original << "\n";
+      return false;
+    }
     try {
       truncateLayers(text, opts.layers);
     } catch (const json::exception &e) {
@@ -300,8 +308,7 @@ void Synthesizer::planWeights(const ModelConfig &c) {
 /// Writes part `part` of a weight: 0 = payload (float or quantized), 1 =
 /// block scales (from the preceding payload), 2 = NVFP4 global scale.
 void Synthesizer::writeRows(const WeightPlan &plan, std::FILE *out, int part) {
-  const int64_t rows =
-      plan.spec.shape.size() == 1 ? 1 : plan.spec.shape[0];
+  const int64_t rows = plan.spec.shape.size() == 1 ? 1 : plan.spec.shape[0];
   const int64_t cols = plan.spec.shape.back();
   const uint64_t tensorSeed = hashString(plan.spec.name, opts.seed);
   // NVFP4 global scale from the known bound (ModelOpt: amax / (6 * 448)).
@@ -349,9 +356,8 @@ void Synthesizer::writeRows(const WeightPlan &plan, std::FILE *out, int part) {
         const int64_t row = start + r;
         drawRow(tensorSeed, row, cols, plan.mean, plan.std, values.data());
         uint8_t *dst = buffer.data() + r * bytesPerRow;
-        uint8_t *scales = quantized
-                              ? pendingScales.data() + row * scalesPerRow
-                              : nullptr;
+        uint8_t *scales =
+            quantized ? pendingScales.data() + row * scalesPerRow : nullptr;
         switch (plan.encoding) {
         case Encoding::BF16:
           for (int64_t c = 0; c < cols; ++c) {
@@ -374,9 +380,9 @@ void Synthesizer::writeRows(const WeightPlan &plan, std::FILE *out, int part) {
               auto code = [&](float x) {
                 return step > 0 ? numerics::floatToE2M1(x / step) : 0;
               };
-              dst[(b * 16 + i) / 2] = static_cast<uint8_t>(
-                  code(values[b * 16 + i]) |
-                  (code(values[b * 16 + i + 1]) << 4));
+              dst[(b * 16 + i) / 2] =
+                  static_cast<uint8_t>(code(values[b * 16 + i]) |
+                                       (code(values[b * 16 + i + 1]) << 4));
             }
           }
           break;
@@ -391,8 +397,8 @@ void Synthesizer::writeRows(const WeightPlan &plan, std::FILE *out, int part) {
                              -127, 127);
             scales[b] = static_cast<uint8_t>(e + 127);
             for (int64_t i = 0; i < 32; ++i)
-              dst[b * 32 + i] = numerics::floatToE4M3(
-                  std::ldexp(values[b * 32 + i], -e));
+              dst[b * 32 + i] =
+                  numerics::floatToE4M3(std::ldexp(values[b * 32 + i], -e));
           }
           break;
         }
@@ -472,14 +478,13 @@ int Synthesizer::run() {
       break;
     case Encoding::NVFP4:
       items.push_back({i, 0, module + ".weight", DType::U8, {n, k / 2}});
-      items.push_back({i, 1, module + ".weight_scale", DType::F8_E4M3,
-                       {n, k / 16}});
+      items.push_back(
+          {i, 1, module + ".weight_scale", DType::F8_E4M3, {n, k / 16}});
       items.push_back({i, 2, module + ".weight_scale_2", DType::F32, {}});
       break;
     case Encoding::MXFP8:
       items.push_back({i, 0, module + ".weight", DType::F8_E4M3, {n, k}});
-      items.push_back({i, 1, module + ".weight_scale", DType::U8,
-                       {n, k / 32}});
+      items.push_back({i, 1, module + ".weight_scale", DType::U8, {n, k / 32}});
       break;
     }
   }
@@ -536,8 +541,8 @@ int Synthesizer::run() {
   fs::remove(out / "model.safetensors.index.json", ec);
   if (shards.size() > 1) {
     index["metadata"]["total_size"] = totalBytes;
-    std::ofstream(out / "model.safetensors.index.json") << index.dump(2)
-                                                        << "\n";
+    std::ofstream(out / "model.safetensors.index.json")
+        << index.dump(2) << "\n";
   }
   std::ofstream(out / "config.json") << config.dump(2) << "\n";
   fs::remove(out / "hf_quant_config.json", ec);

@@ -151,6 +151,32 @@ std::optional<ckpt::CacheDType> cacheDType(const cl::opt<std::string> &flag) {
   return ckpt::parseCacheDType(flag.getValue());
 }
 
+/// Makes `dir` ready for a new artifact: creates it, or empties an earlier
+/// artifact there (one holding manifest.json), so that no file of another
+/// compile (a tokenizer, another target's kernels) survives. Refuses a
+/// non-empty folder that is not an artifact, and a file. Returns 0 or the
+/// exit code after printing the error.
+int prepareArtifactDir(const std::string &dir) {
+  if (!sys::fs::exists(dir))
+    return 0;
+  if (!sys::fs::is_directory(dir))
+    return usageError("-o " + dir +
+                      " is a file; the artifact is a folder, choose another "
+                      "-o");
+  std::error_code ec;
+  sys::fs::directory_iterator it(dir, ec), end;
+  if (it == end)
+    return 0;
+  if (!sys::fs::exists(dir + "/manifest.json"))
+    return usageError("-o " + dir +
+                      " is a non-empty folder without manifest.json (not an "
+                      "msac artifact); choose another -o or empty it");
+  if (std::error_code rm = sys::fs::remove_directories(dir))
+    return usageError("cannot replace the artifact " + dir + ": " +
+                      rm.message());
+  return 0;
+}
+
 bool hasTensors(const std::string &dir) {
   std::error_code ec;
   for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
@@ -269,6 +295,24 @@ int runCompile() {
                       "fp8 or nvfp4");
   if (emit == EmitStage::Artifact && outputFile == "-")
     return usageError("compile needs -o ARTIFACT_DIR (e.g. -o model.msa)");
+  if (emit == EmitStage::PTX && gpus.empty())
+    return usageError("--emit=ptx needs an NVIDIA --target (sm_90a, sm_100a)");
+  for (auto [flag, dtype] : {std::pair{"--kv-cache-dtype", *kv},
+                             std::pair{"--index-cache-dtype", *index}})
+    if (dtype == ckpt::CacheDType::NVFP4)
+      return usageError(std::string(flag) +
+                        " nvfp4: the generated kernels do not read or write "
+                        "NVFP4 caches yet (`msac plan` sizes them); use bf16 "
+                        "or fp8");
+  if (emit == EmitStage::Artifact)
+    if (int rc = prepareArtifactDir(outputFile))
+      return rc;
+  if (!sys::fs::exists(compileDir + "/tokenizer.json"))
+    WithColor::warning(errs(), "msac")
+        << compileDir
+        << "/tokenizer.json not found: the artifact can be inspected and "
+           "benchmarked, but `msac-run generate` needs the checkpoint's "
+           "tokenizer.json\n";
   const int steps = 5;
   progress(1, steps, "checking " + compileDir);
   std::unique_ptr<LoadedModel> model = loadModel(compileDir, "compiled");
@@ -308,8 +352,6 @@ int runCompile() {
     return print(*program->kernels);
   std::vector<ArtifactTarget> written;
   if (emit == EmitStage::PTX) {
-    if (gpus.empty())
-      return usageError("--emit=ptx needs an NVIDIA --target");
     std::string ptx;
     std::string error = emitNvidiaBinary(
         *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
