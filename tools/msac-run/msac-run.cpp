@@ -710,7 +710,15 @@ int main(int argc, char **argv) {
       return benchDecode(artifact, d);
     return bench(artifact, b);
   } catch (const std::bad_alloc &) {
+    // The weights (loaded, dequantized or synthetic), the paged caches
+    // (batch x context) and the activations (tokens per step) did not fit.
+    if (*decodeCmd)
+      return fail("out of memory: the weights, the caches of --batch x "
+                  "--context tokens and the activations of --batch x "
+                  "--prefill-chunk tokens must fit (`msac-run inspect` "
+                  "shows the weight bytes); reduce --batch, --context or "
+                  "--prefill-chunk, or use a machine with more memory");
     return fail("out of memory: reduce --batch, the context length or "
-                "--chunk-size");
+                "--chunk-size (`msac-run inspect` shows the weight bytes)");
   }
 }
