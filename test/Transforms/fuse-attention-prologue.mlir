@@ -832,3 +832,46 @@ func.func @user_before_chain_end(%h: tensor<?x128xbf16>, %h2: tensor<?x128xbf16>
       : (tensor<?x4x32xbf16>, !kv, !kv, !bt, tensor<?xi32>, tensor<?xi32>) -> tensor<?x4x32xbf16>
   return %o, %kc2, %vc2 : tensor<?x4x32xbf16>, !kv, !kv
 }
+
+// -----
+
+// Non-rewrite: the attention op is in another block (a region) than its prologue.
+// CHECK-LABEL: func.func @other_block
+// CHECK-NOT: msa.attention_prologue
+// CHECK: msa.kv_cache_insert
+// CHECK-NOT: msa.attention_prologue
+// CHECK: msa.dense_attention
+// CHECK-NOT: msa.attention_prologue
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 32, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @other_block(%h: tensor<?x128xbf16>, %h2: tensor<?x128xbf16>, %seq: tensor<?xi32>, %seq2: tensor<?xi32>,
+    %pos: tensor<?xi32>, %pos2: tensor<?xi32>, %kc: !kv, %vc: !kv, %bt: !bt, %bt2: !bt,
+    %qa: tensor<?x4x32xbf16>) -> (tensor<?xbf16>, !kv, !kv) {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %h, %c0 : tensor<?x128xbf16>
+  %wq = msa.weight "q_proj" : tensor<128x128xbf16>
+  %wk = msa.weight "k_proj" : tensor<64x128xbf16>
+  %wv = msa.weight "v_proj" : tensor<64x128xbf16>
+  %nq = msa.weight "q_norm" : tensor<32xbf16>
+  %nk = msa.weight "k_norm" : tensor<32xbf16>
+  %q2 = msa.linear %h, %wq : tensor<?x128xbf16>, tensor<128x128xbf16> -> tensor<?x128xbf16>
+  %q3 = tensor.expand_shape %q2 [[0], [1, 2]] output_shape [%t, 4, 32] : tensor<?x128xbf16> into tensor<?x4x32xbf16>
+  %qn = msa.rms_norm %q3, %nq {eps = 1.0e-6 : f32} : tensor<?x4x32xbf16>, tensor<32xbf16>
+  %qr = msa.rope %qn, %pos {rotary_dim = 16 : i64, theta = 1.0e4 : f64} : tensor<?x4x32xbf16>, tensor<?xi32>
+  %k2 = msa.linear %h, %wk : tensor<?x128xbf16>, tensor<64x128xbf16> -> tensor<?x64xbf16>
+  %k3 = tensor.expand_shape %k2 [[0], [1, 2]] output_shape [%t, 2, 32] : tensor<?x64xbf16> into tensor<?x2x32xbf16>
+  %kn = msa.rms_norm %k3, %nk {eps = 1.0e-6 : f32} : tensor<?x2x32xbf16>, tensor<32xbf16>
+  %kr = msa.rope %kn, %pos {rotary_dim = 16 : i64, theta = 1.0e4 : f64} : tensor<?x2x32xbf16>, tensor<?xi32>
+  %kc2 = msa.kv_cache_insert %kr into %kc[%bt, %seq, %pos] : tensor<?x2x32xbf16> into !kv, !bt, tensor<?xi32>, tensor<?xi32>
+  %v2 = msa.linear %h, %wv : tensor<?x128xbf16>, tensor<64x128xbf16> -> tensor<?x64xbf16>
+  %v3 = tensor.expand_shape %v2 [[0], [1, 2]] output_shape [%t, 2, 32] : tensor<?x64xbf16> into tensor<?x2x32xbf16>
+  %vc2 = msa.kv_cache_insert %v3 into %vc[%bt, %seq, %pos] : tensor<?x2x32xbf16> into !kv, !bt, tensor<?xi32>, tensor<?xi32>
+  %g = tensor.generate %t {
+  ^bb0(%i: index):
+    %o = msa.dense_attention %qr, %kc2, %vc2[%bt, %seq, %pos] {scale = 0.176776692 : f32}
+        : (tensor<?x4x32xbf16>, !kv, !kv, !bt, tensor<?xi32>, tensor<?xi32>) -> tensor<?x4x32xbf16>
+    %e = tensor.extract %o[%i, %c0, %c0] : tensor<?x4x32xbf16>
+    tensor.yield %e : bf16
+  } : tensor<?xbf16>
+  return %g, %kc2, %vc2 : tensor<?xbf16>, !kv, !kv
+}
