@@ -155,6 +155,132 @@ void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
   });
 }
 
+/// msa.attention_prologue for one token `t`: one projection branch of
+/// `heads` heads of `d` channels. Each head's projection goes to the
+/// scratch `x` rounded to `act`, then (when `norm` is set) the per-head
+/// norm and the NeoX RoPE round it again in place, as the unfused
+/// linear / rms_norm / rope kernels do (same FP32 sums in the same
+/// order); `store(h, i, value)` writes channel `i` of head `h`.
+void prologueBranch(KB &k, Value in, Value t, int64_t hidden, Type ie, Value w,
+                    Type we, int64_t heads, int64_t d, Value norm, Type ne,
+                    msa::AttentionPrologueOp op, Value pos, Type act, Value x,
+                    Value tmp,
+                    const std::function<void(Value, Value, Value)> &store) {
+  const float eps = op.getEps().convertToFloat();
+  const bool offset = op.getUnitOffset();
+  const int64_t r = op.getRotaryDim(), half = r / 2;
+  const double theta = op.getTheta().convertToDouble();
+  Value row = k.imul(t, k.c(hidden));
+  k.loop(k.c(0), k.c(heads), [&](Value h) {
+    k.loop(k.c(0), k.c(d), [&](Value i) {
+      Value feature = k.iadd(k.imul(h, k.c(d)), i);
+      Value acc =
+          k.dot(in, row, ie, w, k.imul(feature, k.c(hidden)), we, hidden);
+      k.storeF(x, i, k.roundTo(acc, act, tmp), k.f32);
+    });
+    if (norm) {
+      Value ss = k.reduce(k.c(0), k.c(d), k.cf(0), [&](Value i, Value acc) {
+        Value v = k.loadF(x, i, k.f32);
+        return k.add(acc, k.mul(v, v));
+      });
+      Value inv = rmsInverse(k, ss, d, eps);
+      k.loop(k.c(0), k.c(d), [&](Value i) {
+        Value v = rmsNormValue(k, k.loadF(x, i, k.f32), inv,
+                               k.loadF(norm, i, ne), offset);
+        k.storeF(x, i, k.roundTo(v, act, tmp), k.f32);
+      });
+      Value p = arith::SIToFPOp::create(
+          k.b, k.loc, k.f32,
+          arith::IndexCastOp::create(k.b, k.loc, k.i64, k.loadIndex(pos, t)));
+      for (int64_t i = 0; i < half; ++i) {
+        // inv_freq = theta^(-2i/r), folded at compile time (as msa.rope).
+        double invFreq = std::pow(theta, -2.0 * i / r);
+        Value angle = k.mul(p, k.cf(invFreq));
+        Value cs = math::CosOp::create(k.b, k.loc, angle);
+        Value sn = math::SinOp::create(k.b, k.loc, angle);
+        Value a = k.loadF(x, k.c(i), k.f32);
+        Value bb = k.loadF(x, k.c(i + half), k.f32);
+        k.storeF(x, k.c(i),
+                 k.roundTo(k.sub(k.mul(a, cs), k.mul(bb, sn)), act, tmp),
+                 k.f32);
+        k.storeF(x, k.c(i + half),
+                 k.roundTo(k.add(k.mul(bb, cs), k.mul(a, sn)), act, tmp),
+                 k.f32);
+      }
+    }
+    k.loop(k.c(0), k.c(d), [&](Value i) { store(h, i, k.loadF(x, i, k.f32)); });
+  });
+}
+
+void attentionPrologueKernel(KB &k, msa::AttentionPrologueOp op) {
+  // buffers: input [T, H], q/k/v weights, q/k norm weights, key cache,
+  // value cache (both updated in place), table, seq_ids, positions,
+  // [index_q/index_k weights, their norm weights, index cache], q [T, Hq,
+  // D], [index_q [T, Hi, dI]]
+  const bool hasIndex = static_cast<bool>(op.getIndexQWeight());
+  Value in = k.ptr(0), wq = k.ptr(1), wk = k.ptr(2), wv = k.ptr(3),
+        nq = k.ptr(4), nk = k.ptr(5), kc = k.ptr(6), vc = k.ptr(7),
+        table = k.ptr(8), seqs = k.ptr(9), pos = k.ptr(10);
+  Value wiq, wik, niq, nik, ic, iqOut;
+  Value qOut = k.ptr(hasIndex ? 16 : 11);
+  if (hasIndex) {
+    wiq = k.ptr(11);
+    wik = k.ptr(12);
+    niq = k.ptr(13);
+    nik = k.ptr(14);
+    ic = k.ptr(15);
+    iqOut = k.ptr(17);
+  }
+  const int64_t hidden = shapeOf(op.getInput())[1];
+  ArrayRef<int64_t> qs = shapeOf(op.getQ());
+  msa::PagedCacheType kvType = op.getKeyCache().getType();
+  Type act = elementOf(op.getInput());
+  int64_t widest = std::max(qs[2], kvType.getHeadDim());
+  if (hasIndex)
+    widest = std::max(widest, shapeOf(op.getIndexQ())[2]);
+  Value x = k.scratch(widest), tmp = k.scratch(1);
+  k.loop(k.c(0), k.scalar(0), [&](Value t) {
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    auto cacheStore = [&](Value cache, msa::PagedCacheType type) {
+      Value phys = pageOf(k, table, seq, k.idiv(p, k.c(type.getPageSize())));
+      Value slot = k.irem(p, k.c(type.getPageSize()));
+      return [&k, cache, type, phys, slot](Value h, Value i, Value v) {
+        Value dst = cacheOffset(k, phys, h, slot, type);
+        k.storeF(cache, k.iadd(dst, i), v, type.getElementType());
+      };
+    };
+    auto activationStore = [&](Value out, int64_t heads, int64_t d) {
+      return [&k, out, heads, d, t, act](Value h, Value i, Value v) {
+        Value base = k.imul(k.iadd(k.imul(t, k.c(heads)), h), k.c(d));
+        k.storeF(out, k.iadd(base, i), v, act);
+      };
+    };
+    auto branch = [&](Value w, Value weightOperand, int64_t heads, int64_t d,
+                      Value norm, Value normOperand,
+                      const std::function<void(Value, Value, Value)> &store) {
+      prologueBranch(k, in, t, hidden, act, w, elementOf(weightOperand), heads,
+                     d, norm, normOperand ? elementOf(normOperand) : Type(), op,
+                     pos, act, x, tmp, store);
+    };
+    const int64_t hkv = kvType.getHeads(), d = kvType.getHeadDim();
+    branch(wq, op.getQWeight(), qs[1], qs[2], nq, op.getQNormWeight(),
+           activationStore(qOut, qs[1], qs[2]));
+    branch(wk, op.getKWeight(), hkv, d, nk, op.getKNormWeight(),
+           cacheStore(kc, kvType));
+    branch(wv, op.getVWeight(), hkv, d, Value(), Value(),
+           cacheStore(vc, kvType));
+    if (hasIndex) {
+      ArrayRef<int64_t> iqs = shapeOf(op.getIndexQ());
+      msa::PagedCacheType indexType = op.getIndexCache().getType();
+      branch(wiq, op.getIndexQWeight(), iqs[1], iqs[2], niq,
+             op.getIndexQNormWeight(), activationStore(iqOut, iqs[1], iqs[2]));
+      branch(wik, op.getIndexKWeight(), 1, indexType.getHeadDim(), nik,
+             op.getIndexKNormWeight(), cacheStore(ic, indexType));
+    }
+  });
+}
+
 void indexScoreKernel(KB &k, msa::IndexScoreOp op) {
   // buffers: queries [T, G, dI], cache, table, seq_ids, positions, out [G, T,
   // MB]
@@ -775,6 +901,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
       .Case([&](msa::LinearOp o) { linearKernel(k, o); })
       .Case([&](msa::RoPEOp o) { ropeKernel(k, o); })
       .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(k, o); })
+      .Case([&](msa::AttentionPrologueOp o) { attentionPrologueKernel(k, o); })
       .Case([&](msa::IndexScoreOp o) { indexScoreKernel(k, o); })
       .Case([&](msa::BlockTopKOp o) { blockTopKKernel(k, o); })
       .Case([&](msa::SparseAttentionOp o) { sparseAttentionKernel(k, o); })
@@ -889,6 +1016,30 @@ FailureOr<HostProgram> ProgramBuilder::run() {
       if (failed(emitKernel(&op, operands, {})))
         return failure();
       buffers[insert.getResult()] = bufferFor(insert.getCache());
+      continue;
+    }
+    if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
+      // Updates the caches in place, like msa.kv_cache_insert; only q and
+      // index_q are activations.
+      SmallVector<Value> caches = {prologue.getKeyCache(),
+                                   prologue.getValueCache()};
+      if (Value index = prologue.getIndexCache())
+        caches.push_back(index);
+      if (llvm::any_of(caches, [](Value c) { return !c.hasOneUse(); }))
+        return prologue.emitError("the host backend updates caches in "
+                                  "place; a cache operand has other uses"),
+               failure();
+      SmallVector<Value> operands(op.getOperands());
+      SmallVector<Value> results = {prologue.getQ()};
+      if (Value indexQ = prologue.getIndexQ())
+        results.push_back(indexQ);
+      if (failed(emitKernel(&op, operands, results)))
+        return failure();
+      buffers[prologue.getNewKeyCache()] = bufferFor(prologue.getKeyCache());
+      buffers[prologue.getNewValueCache()] =
+          bufferFor(prologue.getValueCache());
+      if (Value index = prologue.getNewIndexCache())
+        buffers[index] = bufferFor(prologue.getIndexCache());
       continue;
     }
     if (auto pack = dyn_cast<bsq::PackOp>(op)) {

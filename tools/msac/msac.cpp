@@ -87,6 +87,13 @@ static cl::opt<bool> stripWeights(
              "written); for benchmarks with msac-run bench-decode "
              "--dummy-weights"),
     cl::init(false), cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<bool> fuseAttentionPrologue(
+    "fuse-attention-prologue",
+    cl::desc("Fuse each layer's QKV projections, Q/K norms, RoPE and cache "
+             "inserts into one msa.attention_prologue kernel "
+             "(-msa-fuse-attention-prologue; host-only for now: GPUs run "
+             "its host body as a grid-stride loop)"),
+    cl::init(false), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> ptxasFmad(
     "ptxas-fmad",
     cl::desc("Let ptxas contract multiply-adds into FMAs (default true)"),
@@ -337,9 +344,12 @@ int runCompile() {
     return print(*module);
   progress(3, steps, "generating host kernels and the launch schedule");
   {
-    // Block-scaled projections become FP32 dequantization + msa.linear.
+    // Block-scaled projections become FP32 dequantization + msa.linear;
+    // then, when asked, the attention prologues are fused.
     mlir::PassManager pm(&context);
     buildReferencePipeline(pm);
+    if (fuseAttentionPrologue)
+      pm.addPass(createMSAFuseAttentionPrologue());
     if (failed(pm.run(*module)))
       return 3;
   }

@@ -784,3 +784,383 @@ func.func @logits_head_blocking(%h: tensor<4x100xbf16>, %i: tensor<2xi32>, %w: t
   %l = msa.logits %h[%i], %w : (tensor<4x100xbf16>, tensor<2xi32>, tensor<10x100x!bsq.nvfp4>) -> tensor<2x10xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// msa.attention_prologue
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_partial(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{the index branch needs index_q_weight, index_k_weight, both index norm weights, index_cache and the index_q and new_index_cache results together, or none of them}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_eps(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{attribute 'eps' must be positive, got 0}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 0.0 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_theta(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{attribute 'theta' must be positive, got -1}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = -1.0 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 64, max_blocks = ?>
+func.func @prologue_page_size(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{block table page_size 64 differs from the cache page_size 128}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_q_element(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{q element type 'f32' differs from the input element type 'bf16'}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xf32>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_q_head_dim(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{q head_dim is 64 but the cache head_dim is 128}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x64xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_rotary_odd(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{rotary_dim must be positive and even, got 63}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 63 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_rotary_large(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{rotary_dim 256 exceeds the q head_dim 128}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 256 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_q_in_features(%x: tensor<4x256xbf16>, %wq: tensor<1024x128xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{q_weight in_features (dimension 1) is 128 but the input feature size is 256}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x128xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_q_out_features(%x: tensor<4x256xbf16>, %wq: tensor<512x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{q_weight out_features (dimension 0) is 512 but q heads * head_dim is 1024}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<512x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_q_norm(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<64xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{q_norm_weight size is 64 but the head_dim is 128}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<64xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_k_out_features(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<128x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{k_weight out_features (dimension 0) is 128 but the cache heads * head_dim is 256}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<128x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_k_norm(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<64xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{k_norm_weight size is 64 but the head_dim is 128}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<64xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_v_in_features(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x128xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{v_weight in_features (dimension 1) is 128 but the input feature size is 256}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x128xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<4x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @prologue_tokens(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>) {
+  // expected-error @+1 {{token counts differ: q has 5 tokens but input has 4}}
+  %q, %kc2, %vc2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s]
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> -> tensor<5x8x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_new_index_cache(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{new_index_cache type '!msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, bf16>' differs from the index_cache type '!msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>'}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xbf16>, !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, bf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 64, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_page_size(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{block table page_size 128 differs from the cache page_size 64}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 64, f8E4M3FN>
+func.func @prologue_index_heads(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{the index-key cache must have one head, got 2}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x64xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_q_element(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{index_q element type 'f32' differs from the input element type 'bf16'}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xf32>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_q_head_dim(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{index_q head_dim is 64 but the index cache head_dim is 128}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x64xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 32, f8E4M3FN>
+func.func @prologue_index_rotary(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{rotary_dim 64 exceeds the index_q head_dim 32}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x32xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_q_out_features(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<128x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{index_q_weight out_features (dimension 0) is 128 but index_q heads * head_dim is 256}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<128x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_k_out_features(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<256x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{index_k_weight out_features (dimension 0) is 256 but the index cache head_dim is 128}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<256x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_q_norm(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<64xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{index_q_norm_weight size is 64 but the head_dim is 128}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<64xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_k_norm(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<64xbf16>, %ic: !ic) {
+  // expected-error @+1 {{index_k_norm_weight size is 64 but the head_dim is 128}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<64xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<4x2x128xbf16>, !ic
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+!ic = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @prologue_index_tokens(%x: tensor<4x256xbf16>, %wq: tensor<1024x256xbf16>, %wk: tensor<256x256xbf16>, %wv: tensor<256x256xbf16>, %nq: tensor<128xbf16>, %nk: tensor<128xbf16>, %kc: !kv, %vc: !kv, %bt: !bt, %s: tensor<4xi32>, %wiq: tensor<256x256xbf16>, %wik: tensor<128x256xbf16>, %niq: tensor<128xbf16>, %nik: tensor<128xbf16>, %ic: !ic) {
+  // expected-error @+1 {{token counts differ: index_q has 5 tokens but input has 4}}
+  %q, %kc2, %vc2, %iq, %ic2 = msa.attention_prologue %x
+      proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %s, %s] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<4x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !kv, !bt, tensor<4xi32> index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !ic) -> tensor<4x8x128xbf16>, tensor<5x2x128xbf16>, !ic
+  return
+}

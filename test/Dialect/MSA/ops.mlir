@@ -153,3 +153,38 @@ func.func @quantized_weights(%x: tensor<?x256xbf16>, %w: tensor<64x256x!bsq.mx<f
          tensor<4x64x256x!bsq.nvfp4<global_scale>>, tensor<4x256x64x!bsq.nvfp4<global_scale>>) -> tensor<?x256xbf16>
   return %r : tensor<?x256xbf16>
 }
+
+// The fused attention prologue of a dense layer (no index branch) and of an
+// MSA layer (index_q returned, index key inserted into the FP8 index cache).
+!pkv = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>
+!pidx = !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+!ptable = !msa.block_table<page_size = 128, max_blocks = ?>
+// CHECK-LABEL: func.func @attention_prologue
+// CHECK: %[[Q:.*]], %[[KC:.*]], %[[VC:.*]] = msa.attention_prologue %{{.*}} proj(%{{.*}}, %{{.*}}, %{{.*}}) norms(%{{.*}}, %{{.*}}) into %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] {eps = 9.99999997E-7 : f32, rotary_dim = 64 : i64, theta = 5.000000e+06 : f64} : tensor<?x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>) norms(tensor<128xbf16>, tensor<128xbf16>) into !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, bf16>, !msa.block_table<page_size = 128, max_blocks = ?>, tensor<?xi32> -> tensor<?x8x128xbf16>
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %[[IQ:.*]], %[[IC:.*]] = msa.attention_prologue %{{.*}} proj(%{{.*}}, %{{.*}}, %{{.*}}) norms(%{{.*}}, %{{.*}}) into %[[KC]], %[[VC]][%{{.*}}, %{{.*}}, %{{.*}}] index(%{{.*}}, %{{.*}} norms %{{.*}}, %{{.*}} into %{{.*}}) {eps = 9.99999997E-7 : f32, rotary_dim = 64 : i64, theta = 5.000000e+06 : f64, unit_offset = false}
+// CHECK-SAME: index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>) -> tensor<?x8x128xbf16>, tensor<?x2x128xbf16>, !msa.paged_cache<heads = 1, page_size = 128, head_dim = 128, f8E4M3FN>
+func.func @attention_prologue(%h: tensor<?x256xbf16>, %seq: tensor<?xi32>, %pos: tensor<?xi32>,
+                              %kc: !pkv, %vc: !pkv, %ic: !pidx, %bt: !ptable)
+    -> (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x2x128xbf16>, !pkv, !pkv, !pidx) {
+  %wq = msa.weight "model.layers.3.self_attn.q_proj.weight" : tensor<1024x256xbf16>
+  %wk = msa.weight "model.layers.3.self_attn.k_proj.weight" : tensor<256x256xbf16>
+  %wv = msa.weight "model.layers.3.self_attn.v_proj.weight" : tensor<256x256xbf16>
+  %nq = msa.weight "model.layers.3.self_attn.q_norm.weight" : tensor<128xbf16>
+  %nk = msa.weight "model.layers.3.self_attn.k_norm.weight" : tensor<128xbf16>
+  %wiq = msa.weight "model.layers.3.self_attn.index_q_proj.weight" : tensor<256x256xbf16>
+  %wik = msa.weight "model.layers.3.self_attn.index_k_proj.weight" : tensor<128x256xbf16>
+  %niq = msa.weight "model.layers.3.self_attn.index_q_norm.weight" : tensor<128xbf16>
+  %nik = msa.weight "model.layers.3.self_attn.index_k_norm.weight" : tensor<128xbf16>
+  %q, %kc2, %vc2 = msa.attention_prologue %h proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc, %vc[%bt, %seq, %pos] {eps = 1.0e-6 : f32, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<?x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>)
+        norms(tensor<128xbf16>, tensor<128xbf16>) into !pkv, !ptable, tensor<?xi32> -> tensor<?x8x128xbf16>
+  %q2, %kc3, %vc3, %iq, %ic2 = msa.attention_prologue %h proj(%wq, %wk, %wv) norms(%nq, %nk)
+      into %kc2, %vc2[%bt, %seq, %pos] index(%wiq, %wik norms %niq, %nik into %ic)
+      {eps = 1.0e-6 : f32, unit_offset = false, rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+      : tensor<?x256xbf16> proj(tensor<1024x256xbf16>, tensor<256x256xbf16>, tensor<256x256xbf16>)
+        norms(tensor<128xbf16>, tensor<128xbf16>) into !pkv, !ptable, tensor<?xi32>
+        index(tensor<256x256xbf16>, tensor<128x256xbf16> norms tensor<128xbf16>, tensor<128xbf16> into !pidx)
+      -> tensor<?x8x128xbf16>, tensor<?x2x128xbf16>, !pidx
+  return %q, %q2, %iq, %kc3, %vc3, %ic2 : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x2x128xbf16>, !pkv, !pkv, !pidx
+}

@@ -219,6 +219,125 @@ LogicalResult KVCacheInsertOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// AttentionPrologueOp
+//===----------------------------------------------------------------------===//
+
+/// Checks one branch of the prologue: a `[heads * headDim, hidden]`
+/// projection and, unless `norm` is null, a `[headDim]` norm
+/// weight.
+static LogicalResult checkPrologueBranch(Operation *op, Value weight,
+                                         StringRef weightName, Value norm,
+                                         StringRef normName, int64_t hidden,
+                                         int64_t heads, int64_t headDim,
+                                         StringRef headsWhat) {
+  ArrayRef<int64_t> shape = shapeOf(weight);
+  int64_t features =
+      ShapedType::isDynamic(heads) || ShapedType::isDynamic(headDim)
+          ? ShapedType::kDynamic
+          : heads * headDim;
+  if (failed(checkExtent(op, shape[1], hidden,
+                         Twine(weightName) + " in_features (dimension 1)",
+                         "the input feature size")) ||
+      failed(checkExtent(op, shape[0], features,
+                         Twine(weightName) + " out_features (dimension 0)",
+                         headsWhat)) ||
+      (norm && failed(checkExtent(op, shapeOf(norm)[0], headDim,
+                                  Twine(normName) + " size", "the head_dim"))))
+    return failure();
+  return success();
+}
+
+LogicalResult AttentionPrologueOp::verify() {
+  Value indexOperands[] = {getIndexQWeight(),     getIndexKWeight(),
+                           getIndexQNormWeight(), getIndexKNormWeight(),
+                           getIndexCache(),       getIndexQ(),
+                           getNewIndexCache()};
+  bool hasIndex = static_cast<bool>(getIndexQWeight());
+  if (llvm::any_of(indexOperands,
+                   [&](Value v) { return static_cast<bool>(v) != hasIndex; }))
+    return emitOpError() << "the index branch needs index_q_weight, "
+                            "index_k_weight, both index norm weights, "
+                            "index_cache and the index_q and new_index_cache "
+                            "results together, or none of them";
+  if (failed(checkPositive(*this, getEps().convertToDouble(), "eps")) ||
+      failed(checkPositive(*this, getTheta().convertToDouble(), "theta")))
+    return failure();
+  PagedCacheType cache = getKeyCache().getType();
+  if (failed(checkPageSizes(*this, cache, getBlockTable().getType())))
+    return failure();
+
+  Type act = getInput().getType().getElementType();
+  auto checkActivation = [&](Value v, StringRef name) -> LogicalResult {
+    Type element = cast<ShapedType>(v.getType()).getElementType();
+    if (element == act)
+      return success();
+    return emitOpError() << name << " element type " << element
+                         << " differs from the input element type " << act;
+  };
+  ArrayRef<int64_t> input = shapeOf(getInput());
+  ArrayRef<int64_t> q = shapeOf(getQ());
+  int64_t rotaryDim = getRotaryDim();
+  auto checkRotary = [&](int64_t headDim, StringRef what) -> LogicalResult {
+    if (rotaryDim <= 0 || rotaryDim % 2 != 0)
+      return emitOpError() << "rotary_dim must be positive and even, got "
+                           << rotaryDim;
+    if (!ShapedType::isDynamic(headDim) && rotaryDim > headDim)
+      return emitOpError() << "rotary_dim " << rotaryDim << " exceeds the "
+                           << what << " head_dim " << headDim;
+    return success();
+  };
+  if (failed(checkActivation(getQ(), "q")) ||
+      failed(checkExtent(*this, q[2], cache.getHeadDim(), "q head_dim",
+                         "the cache head_dim")) ||
+      failed(checkRotary(q[2], "q")) ||
+      failed(checkPrologueBranch(*this, getQWeight(), "q_weight",
+                                 getQNormWeight(), "q_norm_weight", input[1],
+                                 q[1], q[2], "q heads * head_dim")) ||
+      failed(checkPrologueBranch(*this, getKWeight(), "k_weight",
+                                 getKNormWeight(), "k_norm_weight", input[1],
+                                 cache.getHeads(), cache.getHeadDim(),
+                                 "the cache heads * head_dim")) ||
+      failed(checkPrologueBranch(*this, getVWeight(), "v_weight", Value(), "",
+                                 input[1], cache.getHeads(), cache.getHeadDim(),
+                                 "the cache heads * head_dim")))
+    return failure();
+  SmallVector<std::pair<StringRef, int64_t>> tokens = {
+      {"input", input[0]},
+      {"q", q[0]},
+      {"seq_ids", shapeOf(getSeqIds())[0]},
+      {"positions", shapeOf(getPositions())[0]}};
+  if (!hasIndex)
+    return checkTokenCounts(*this, tokens);
+
+  PagedCacheType index = getIndexCache().getType();
+  if (getNewIndexCache().getType() != index)
+    return emitOpError() << "new_index_cache type "
+                         << getNewIndexCache().getType()
+                         << " differs from the index_cache type " << index;
+  if (failed(checkPageSizes(*this, index, getBlockTable().getType())))
+    return failure();
+  if (index.getHeads() != 1)
+    return emitOpError() << "the index-key cache must have one head, got "
+                         << index.getHeads();
+  ArrayRef<int64_t> iq = shapeOf(getIndexQ());
+  if (failed(checkActivation(getIndexQ(), "index_q")) ||
+      failed(checkExtent(*this, iq[2], index.getHeadDim(), "index_q head_dim",
+                         "the index cache head_dim")) ||
+      failed(checkRotary(iq[2], "index_q")) ||
+      failed(checkPrologueBranch(*this, getIndexQWeight(), "index_q_weight",
+                                 getIndexQNormWeight(), "index_q_norm_weight",
+                                 input[1], iq[1], iq[2],
+                                 "index_q heads * head_dim")) ||
+      failed(checkPrologueBranch(*this, getIndexKWeight(), "index_k_weight",
+                                 getIndexKNormWeight(), "index_k_norm_weight",
+                                 input[1], 1, index.getHeadDim(),
+                                 "the index cache head_dim")))
+    return failure();
+  tokens.push_back({"index_q", iq[0]});
+  return checkTokenCounts(*this, tokens);
+}
+
+//===----------------------------------------------------------------------===//
 // IndexScoreOp
 //===----------------------------------------------------------------------===//
 

@@ -32,6 +32,40 @@ def BSQExpandScaledMatmul : Pass<"bsq-expand-scaled-matmul"> {
   let dependentDialects = ["::msac::msa::MSADialect"];
 }
 
+def MSAFuseAttentionPrologue : Pass<"msa-fuse-attention-prologue"> {
+  let summary = "Fuse each layer's QKV projections, Q/K norms, RoPE and cache inserts";
+  let description = [{
+    Starting from every `msa.dense_attention` and `msa.sparse_attention`,
+    matches the attention prologue the importer emits and replaces it with
+    one `msa.attention_prologue`:
+
+    * q: `msa.linear` -> `tensor.expand_shape` -> `msa.rms_norm` ->
+      `msa.rope`, used only by the attention op;
+    * k: the same chain into the `msa.kv_cache_insert` giving the
+      attention's key cache; v: `msa.linear` -> `tensor.expand_shape` into
+      the insert giving its value cache;
+    * MSA layers: index_q (used only by the `msa.index_score` behind the
+      attention's `msa.block_topk`) and index_k (inserted into that
+      op's index cache) like q and k.
+
+    The pass leaves a layer untouched unless: every projection reads the
+    same input and has a floating-point weight (run it after
+    `msac-reference-pipeline`); every intermediate value has exactly one
+    use, in the chain; every activation has the input's element type,
+    `bf16` or `f32`; the four norms share `eps` and `unit_offset`; the
+    four RoPEs are NeoX (not `interleaved`) with the same positions,
+    `rotary_dim` and `theta`; the three inserts use one block table, one
+    sequence-id vector and the RoPE positions; every cache is `bf16`,
+    `f32` or `f8E4M3FN` (the formats the host kernel writes); and all ops
+    are in one block, with no user of a replaced value before the last op
+    of the chain.
+
+    Not part of the default pipeline: `msac compile
+    --fuse-attention-prologue` runs it after the reference pipeline.
+  }];
+  let dependentDialects = ["::msac::msa::MSADialect"];
+}
+
 def MSALowerQuantizedLinear : Pass<"msa-lower-quantized-linear"> {
   let summary = "Turn msa.linear with a block-scaled weight into bsq.scaled_matmul";
   let description = [{

@@ -185,6 +185,86 @@ def MSA_KVCacheInsertOp : MSA_Op<"kv_cache_insert", [Pure,
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention prologue
+//===----------------------------------------------------------------------===//
+
+def MSA_AttentionPrologueOp : MSA_Op<"attention_prologue", [Pure,
+    AttrSizedOperandSegments, AttrSizedResultSegments,
+    AllTypesMatch<["key_cache", "value_cache", "new_key_cache",
+                   "new_value_cache"]>,
+    AllTypesMatch<["seq_ids", "positions"]>]> {
+  let summary = "QKV projection, per-head norms, RoPE and cache inserts of one layer";
+  let description = [{
+    The attention prologue of one layer as one op, produced by
+    `msa-fuse-attention-prologue` from the unfused chain the importer
+    emits (§1.4, §2.2, §4.1). With `x = input[t]` (`[T, H]`, the normed
+    hidden state) and the activation type `A` (the element type of
+    `input` and `q`):
+
+    * `q = rope(rms_norm(split(linear(x, q_weight)), q_norm_weight))`,
+      returned as `q [T, Hq, D]`;
+    * `k = rope(rms_norm(split(linear(x, k_weight)), k_norm_weight))` and
+      `v = split(linear(x, v_weight))`, inserted into `key_cache` and
+      `value_cache` (`Hkv` heads of `D` channels) at
+      `block_table[seq_ids[t], positions[t] / page_size]`, slot
+      `positions[t] % page_size`, converted to the cache element type;
+    * with the index branch (MSA layers): `index_q` likewise from
+      `index_q_weight` and `index_q_norm_weight`, returned as
+      `index_q [T, Hi, dI]`, and the index key from `index_k_weight`
+      and `index_k_norm_weight` inserted into `index_cache` (one head of
+      `dI` channels).
+
+    Each step rounds as its unfused op does: every projection is
+    accumulated in FP32 and rounded to `A`; the per-head RMSNorm (`eps`,
+    Gemma `1 + w` when `unit_offset`) and the partial NeoX RoPE
+    (`rotary_dim`, `theta`, channel `i` paired with `i + rotary_dim / 2`)
+    compute in FP32 from the rounded values and round to `A`; the cache
+    conversion is that of `msa.kv_cache_insert`. The K, V and index-key
+    activations are never materialized. Weights are floating point
+    (block-scaled projections are dequantized first).
+
+    The updated caches are returned as `new_key_cache`, `new_value_cache`
+    and `new_index_cache`; the index operands and results are present
+    together or not at all.
+  }];
+  let arguments = (ins MSA_FloatMatrix:$input, MSA_FloatMatrix:$q_weight,
+                       MSA_FloatMatrix:$k_weight, MSA_FloatMatrix:$v_weight,
+                       1DTensorOf<[AnyFloat]>:$q_norm_weight,
+                       1DTensorOf<[AnyFloat]>:$k_norm_weight,
+                       MSA_PagedCache:$key_cache, MSA_PagedCache:$value_cache,
+                       MSA_BlockTable:$block_table, MSA_TokenVector:$seq_ids,
+                       MSA_TokenVector:$positions,
+                       Optional<MSA_FloatMatrix>:$index_q_weight,
+                       Optional<MSA_FloatMatrix>:$index_k_weight,
+                       Optional<1DTensorOf<[AnyFloat]>>:$index_q_norm_weight,
+                       Optional<1DTensorOf<[AnyFloat]>>:$index_k_norm_weight,
+                       Optional<MSA_PagedCache>:$index_cache, F32Attr:$eps,
+                       DefaultValuedAttr<BoolAttr, "true">:$unit_offset,
+                       I64Attr:$rotary_dim, F64Attr:$theta);
+  let results = (outs MSA_FloatHeads:$q, MSA_PagedCache:$new_key_cache,
+                      MSA_PagedCache:$new_value_cache,
+                      Optional<MSA_FloatHeads>:$index_q,
+                      Optional<MSA_PagedCache>:$new_index_cache);
+  let assemblyFormat = [{
+    $input `proj` `(` $q_weight `,` $k_weight `,` $v_weight `)` `norms` `(`
+    $q_norm_weight `,` $k_norm_weight `)` `into` $key_cache `,` $value_cache
+    `[` $block_table `,` $seq_ids `,` $positions `]`
+    (`index` `(` $index_q_weight^ `,` $index_k_weight `norms`
+     $index_q_norm_weight `,` $index_k_norm_weight `into` $index_cache `)`)?
+    attr-dict `:` type($input) `proj` `(` type($q_weight) `,` type($k_weight)
+    `,` type($v_weight) `)` `norms` `(` type($q_norm_weight) `,`
+    type($k_norm_weight) `)` `into` qualified(type($key_cache)) `,`
+    qualified(type($block_table)) `,` type($positions)
+    (`index` `(` type($index_q_weight)^ `,` type($index_k_weight) `norms`
+     type($index_q_norm_weight) `,` type($index_k_norm_weight) `into`
+     qualified(type($index_cache)) `)`)?
+    `->` type($q) (`,` type($index_q)^ `,`
+    qualified(type($new_index_cache)))?
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // MSA index branch
 //===----------------------------------------------------------------------===//
 
