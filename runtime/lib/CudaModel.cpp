@@ -298,16 +298,16 @@ bool CudaModel::copyFromPool(uint64_t dst, uint64_t bytes,
 
 bool CudaModel::fillCaches(uint64_t seed, std::string &error) {
   const std::vector<Buffer> &list = art.buffers();
-  std::vector<uint8_t> pools[2];
+  std::map<std::string, std::vector<uint8_t>> pools;
   for (size_t i = 0; i < list.size(); ++i) {
     const Buffer &b = list[i];
     if (b.kind != Buffer::Kind::Cache)
       continue;
-    if (b.dtype != "bf16" && b.dtype != "f32") {
+    if (!canSynthesize(b.dtype)) {
       error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
       return false;
     }
-    std::vector<uint8_t> &pool = pools[b.dtype == "bf16" ? 0 : 1];
+    std::vector<uint8_t> &pool = pools[b.dtype];
     if (pool.empty())
       pool = randomPool(b.dtype, -2.0f, 2.0f, seed + (b.dtype == "bf16"));
     if (!copyFromPool(buffers[i], elements(b, opts) * b.elementBytes(), pool,

@@ -6,6 +6,8 @@
 
 #include "msac/Runtime/HostModel.h"
 
+#include "msac/Numerics/LowPrecision.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -150,7 +152,7 @@ bool HostModel::fillCaches(uint64_t seed, std::string &error) {
     const Buffer &b = buffers[i];
     if (b.kind != Buffer::Kind::Cache)
       continue;
-    if (b.dtype != "bf16" && b.dtype != "f32") {
+    if (!canSynthesize(b.dtype)) {
       error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
       return false;
     }
@@ -214,7 +216,7 @@ void Executor::fillUniform(uint8_t *dst, uint64_t count,
                            const std::string &dtype, float lo, float hi,
                            uint64_t seed) {
   uint64_t state = seed;
-  const bool bf16 = dtype == "bf16";
+  const bool bf16 = dtype == "bf16", fp8 = dtype == "f8E4M3FN";
   for (uint64_t i = 0; i < count; ++i) {
     // SplitMix64.
     uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -229,6 +231,8 @@ void Executor::fillUniform(uint8_t *dst, uint64_t count,
       uint16_t h =
           static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
       std::memcpy(dst + 2 * i, &h, 2);
+    } else if (fp8) {
+      dst[i] = msac::numerics::floatToE4M3(v); // nearest even, saturating
     } else {
       std::memcpy(dst + 4 * i, &bits, 4);
     }
@@ -239,8 +243,8 @@ std::vector<uint8_t> Executor::randomPool(const std::string &dtype, float lo,
                                           float hi, uint64_t seed) {
   const uint64_t bytes = uint64_t(64) << 20;
   std::vector<uint8_t> pool(bytes);
-  fillUniform(pool.data(), bytes / (dtype == "bf16" ? 2 : 4), dtype, lo, hi,
-              seed);
+  const uint64_t size = dtype == "bf16" ? 2 : dtype == "f8E4M3FN" ? 1 : 4;
+  fillUniform(pool.data(), bytes / size, dtype, lo, hi, seed);
   return pool;
 }
 

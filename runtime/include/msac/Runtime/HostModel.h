@@ -109,8 +109,14 @@ protected:
   /// Checks that every weight of `artifact` is bf16 or f32 (what
   /// dummyWeights can synthesize).
   static bool checkDummyWeights(const Artifact &artifact, std::string &error);
-  /// Writes `count` values of `dtype` (bf16 or f32) uniform in [lo, hi)
-  /// from a SplitMix64 stream seeded with `seed`.
+  /// True for the element types fillUniform writes: bf16, f32 and
+  /// f8E4M3FN (FP8 caches).
+  static bool canSynthesize(const std::string &dtype) {
+    return dtype == "bf16" || dtype == "f32" || dtype == "f8E4M3FN";
+  }
+  /// Writes `count` values of `dtype` (canSynthesize) uniform in [lo, hi)
+  /// from a SplitMix64 stream seeded with `seed`, each rounded to nearest
+  /// even (FP8: saturating, as the cache insert stores).
   static void fillUniform(uint8_t *dst, uint64_t count,
                           const std::string &dtype, float lo, float hi,
                           uint64_t seed);
