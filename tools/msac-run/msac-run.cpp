@@ -282,13 +282,21 @@ int generate(const std::string &path, const GenerateOptions &g) {
     return fail(error);
   const EngineStats &s = engine.stats();
   const RequestResult &r = results[0];
+  // A rate needs timed steps of that kind (none for a one-token prompt's
+  // prefill or a single generated token's decode).
+  auto rate = [](int64_t tokens, double ms) {
+    char buf[48];
+    if (tokens <= 0 || ms <= 0)
+      return std::string("n/a");
+    std::snprintf(buf, sizeof(buf), "%.1f tokens/s", tokens * 1000.0 / ms);
+    return std::string(buf);
+  };
   std::fprintf(stderr,
                "\nmsac-run: prompt %zu tokens, generated %zu tokens (%s); "
-               "TTFT %.1f ms; prefill %.1f tokens/s; decode %.1f tokens/s\n",
+               "TTFT %.1f ms; prefill %s; decode %s\n",
                req.prompt.size(), r.tokens.size(), r.stopReason.c_str(),
-               r.ttftMs,
-               s.prefillMs > 0 ? s.prefillTokens * 1000.0 / s.prefillMs : 0.0,
-               s.decodeMs > 0 ? s.decodeTokens * 1000.0 / s.decodeMs : 0.0);
+               r.ttftMs, rate(s.prefillTokens, s.prefillMs).c_str(),
+               rate(s.decodeTokens, s.decodeMs).c_str());
   return 0;
 }
 

@@ -342,7 +342,12 @@ int runCompile() {
   };
   if (emit == EmitStage::Msa)
     return print(*module);
-  progress(3, steps, "generating host kernels and the launch schedule");
+  progress(3, steps,
+           std::string("generating ") +
+               (!host          ? "GPU kernels"
+                : gpus.empty() ? "host kernels"
+                               : "host and GPU kernels") +
+               " and the launch schedule");
   {
     // Block-scaled projections become FP32 dequantization + msa.linear;
     // then, when asked, the attention prologues are fused.
@@ -405,7 +410,10 @@ int runCompile() {
                          gpu->threadsPerBlock});
     }
     if (!host) {
-      progress(5, steps, "writing weights and manifest to " + outputFile);
+      progress(5, steps,
+               (stripWeights ? "writing the manifest (weights stripped) to "
+                             : "writing weights and manifest to ") +
+                   outputFile);
       std::string error =
           writeArtifact(outputFile, *program, written, *model->config,
                         *model->checkpoint, compileDir, stripWeights);
@@ -434,7 +442,10 @@ int runCompile() {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
   }
-  progress(5, steps, "writing weights and manifest to " + outputFile);
+  progress(5, steps,
+           (stripWeights ? "writing the manifest (weights stripped) to "
+                         : "writing weights and manifest to ") +
+               outputFile);
   written.insert(written.begin(),
                  {"host-x86_64", "kernels/host-x86_64.so", 0, 0});
   error = writeArtifact(outputFile, *program, written, *model->config,
