@@ -56,8 +56,16 @@ using namespace msac;
 
 namespace {
 
-constexpr int64_t kMaxBlocks = 24;
+/// Tokens per sequence the check uses at most (24 pages of 128 tokens), and
+/// the sequences of one step.
+constexpr int64_t kMaxTokensPerSequence = 3072;
 constexpr int64_t kSeqs = 4;
+
+/// Block-table entries per sequence for `artifact`'s page size.
+int64_t maxBlocks(const runtime::Artifact &artifact) {
+  const int64_t page = std::max<int64_t>(artifact.model().pageSize, 1);
+  return (kMaxTokensPerSequence + page - 1) / page;
+}
 
 /// Tokens whose reference made a discrete choice (expert or block) by a
 /// margin below this are "near ties": a correct implementation may round
@@ -67,6 +75,7 @@ constexpr double kTieMargin = 1e-2;
 
 struct Errors {
   double maxAbs = 0, sumAbs = 0, sumSq = 0;
+  double tieMaxAbs = 0; ///< the largest difference on near-tie rows
   int64_t count = 0, nearTies = 0, rows = 0;
   /// Where the largest error is: row (counted over all add() calls) and
   /// the reference's decision margin there.
@@ -81,8 +90,10 @@ struct Errors {
         d = INFINITY;
       bool tie = margins && vocab && margins[i / vocab] < kTieMargin;
       sumSq += double(want[i]) * want[i];
-      if (tie && std::isfinite(d))
+      if (tie && std::isfinite(d)) {
+        tieMaxAbs = std::max(tieMaxAbs, d);
         continue;
+      }
       if (d > maxAbs && vocab) {
         worstRow = rows + i / vocab;
         worstMargin = margins ? margins[i / vocab] : 0;
@@ -120,8 +131,8 @@ private:
 bool useCuda = false;
 
 std::unique_ptr<runtime::Executor> makeExecutor(runtime::Artifact &artifact) {
-  runtime::HostModelOptions o{/*maxTokens=*/2304, kSeqs, kMaxBlocks,
-                              /*numPages=*/kSeqs * kMaxBlocks};
+  runtime::HostModelOptions o{/*maxTokens=*/2304, kSeqs, maxBlocks(artifact),
+                              /*numPages=*/kSeqs * maxBlocks(artifact)};
   if (!useCuda)
     return std::make_unique<runtime::HostModel>(artifact, o);
   std::string error;
@@ -138,17 +149,19 @@ class Harness {
 public:
   Harness(runtime::Artifact &artifact, reference::M3Reference &ref)
       : ref(ref), vocab(artifact.model().vocabSize),
-        pageSize(artifact.model().pageSize), executor(makeExecutor(artifact)),
-        model(*executor) {
-    table.assign(kSeqs * kMaxBlocks, -1);
+        pageSize(artifact.model().pageSize), blocks(maxBlocks(artifact)),
+        executor(makeExecutor(artifact)), model(*executor) {
+    table.assign(kSeqs * blocks, -1);
   }
 
   /// Gives sequence `seq` pages up to `length` tokens.
   void reserve(int64_t seq, int64_t length, Pages &pages) {
     for (int64_t b = 0; b * pageSize < length; ++b)
-      if (table[seq * kMaxBlocks + b] < 0)
-        table[seq * kMaxBlocks + b] = pages.take();
+      if (table[seq * blocks + b] < 0)
+        table[seq * blocks + b] = pages.take();
   }
+  /// A page pool for every sequence of this harness.
+  Pages pagePool() const { return Pages(kSeqs * blocks); }
 
   /// Runs one step holding `parts` (sequence, first position, tokens) and
   /// returns logits for every token, in order.
@@ -175,7 +188,7 @@ public:
   }
 
   reference::M3Reference &ref;
-  int64_t vocab, pageSize;
+  int64_t vocab, pageSize, blocks;
   std::unique_ptr<runtime::Executor> executor;
   runtime::Executor &model;
   std::vector<int32_t> table;
@@ -244,8 +257,12 @@ int main(int argc, char **argv) {
     // reach 12% on isolated rows of the random-weight tiny models while the
     // mean stays below 0.6%. Hence a wider bound on a GPU's worst row.
     const double maxBound = useCuda ? 0.15 : 0.06;
+    // Near-tie rows are left out of the max; so that a check is never
+    // vacuous, at most 25% of the rows may be near ties, unless those rows
+    // agree within the bound too (e.g. configs with 1-token pages, where
+    // most block choices are near ties).
     bool pass = e.maxAbs <= maxBound * rms && mean <= 0.01 * rms &&
-                e.nearTies * 4 <= e.rows; // at most 25% of rows near ties
+                (e.nearTies * 4 <= e.rows || e.tieMaxAbs <= maxBound * rms);
     ok &= pass;
     std::printf("%-40s %s  max|err| %.2e  mean|err| %.2e  rms(ref) %.2f  "
                 "max rel %.2e  near-tie rows %lld/%lld\n",
@@ -268,7 +285,7 @@ int main(int argc, char **argv) {
 
     { // One-shot prefill.
       Harness h(*artifact, *ref);
-      Pages pages(kSeqs * kMaxBlocks);
+      Pages pages = h.pagePool();
       h.reserve(0, length, pages);
       std::vector<float> got = h.step({{0, 0, tokens}});
       Errors e;
@@ -329,7 +346,7 @@ int main(int argc, char **argv) {
     }
     { // Chunked prefill, chunks of 500 tokens.
       Harness h(*artifact, *ref);
-      Pages pages(kSeqs * kMaxBlocks);
+      Pages pages = h.pagePool();
       h.reserve(1, length, pages);
       Errors e;
       for (int64_t start = 0; start < length; start += 500) {
@@ -344,7 +361,7 @@ int main(int argc, char **argv) {
     }
     { // Token-by-token decode from the first token.
       Harness h(*artifact, *ref);
-      Pages pages(kSeqs * kMaxBlocks);
+      Pages pages = h.pagePool();
       h.reserve(2, length, pages);
       Errors e;
       for (int64_t p = 0; p < length; ++p) {
@@ -362,7 +379,7 @@ int main(int argc, char **argv) {
         quick ? std::vector<int64_t>{129, 300, 40}
               : std::vector<int64_t>{129, 2049, 40};
     Harness h(*artifact, *ref);
-    Pages pages(kSeqs * kMaxBlocks);
+    Pages pages = h.pagePool();
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::vector<float>> wants;
     std::vector<std::vector<double>> wantMargins;
