@@ -305,16 +305,37 @@ void threadLoop(GK &g, Value count, const std::function<void(Value)> &body) {
 // Indexer: block scores
 //===----------------------------------------------------------------------===//
 
+/// The operands and shapes of msa.index_score as both indexer kernels read
+/// them: queries [T, G, dI], the paged index-key cache, block table, seq
+/// ids, positions, out [G, T, MB]; T and MB from the scalars, and a shared
+/// array for each warp's per-group maxima.
+struct IndexScoreArgs {
+  IndexScoreArgs(GK &g, msa::IndexScoreOp op)
+      : q(g.k.ptr(0)), cache(g.k.ptr(1)), table(g.k.ptr(2)), seqs(g.k.ptr(3)),
+        pos(g.k.ptr(4)), out(g.k.ptr(5)), type(op.getIndexCache().getType()),
+        groups(shapeOf(op.getIndexQueries())[1]), d(type.getHeadDim()),
+        page(type.getPageSize()), scale(op.getScale().convertToFloat()),
+        T(g.k.scalar(0)), MB(g.k.scalar(2)),
+        partial(g.shared(g.k.f32, g.warps * groups)) {}
+  Value q, cache, table, seqs, pos, out;
+  msa::PagedCacheType type;
+  int64_t groups, d, page;
+  float scale;
+  Value T, MB, partial;
+};
+
 /// The frame both indexer kernels share, for CTA work items (t, b): a block
 /// past the token's position gets -inf for every group; otherwise
 /// `warpMaxima(t, p, seq, b)` leaves each warp's per-group maxima in
 /// partial[warp * G + g] and the CTA writes their maximum (a NaN never
 /// wins) to out[g, t, b].
 void indexScoreFrame(
-    GK &g, Value out, Value pos, Value seqs, Value partial, Value T, Value MB,
-    int64_t page, int64_t groups, Value negInf,
+    GK &g, const IndexScoreArgs &a, Value negInf,
     const std::function<void(Value, Value, Value, Value)> &warpMaxima) {
   KB &k = g.k;
+  Value out = a.out, pos = a.pos, seqs = a.seqs, partial = a.partial, T = a.T,
+        MB = a.MB;
+  const int64_t page = a.page, groups = a.groups;
   g.ctaLoop(k.imul(T, MB), [&](Value w) {
     Value t = k.idiv(w, MB), blk = k.irem(w, MB);
     Value p = k.loadIndex(pos, t);
@@ -368,70 +389,64 @@ bool indexScoreFits(msa::IndexScoreOp op, int64_t threads) {
 /// One CTA per (t, b); dI / 8 lanes per key.
 void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
-  Value q = k.ptr(0), cache = k.ptr(1), table = k.ptr(2), seqs = k.ptr(3),
-        pos = k.ptr(4), out = k.ptr(5);
-  msa::PagedCacheType type = op.getIndexCache().getType();
-  const int64_t groups = shapeOf(op.getIndexQueries())[1],
-                d = type.getHeadDim(), page = type.getPageSize();
+  const IndexScoreArgs a(g, op);
+  Value q = a.q, cache = a.cache, table = a.table;
+  msa::PagedCacheType type = a.type;
+  const int64_t groups = a.groups, d = a.d, page = a.page;
   const int64_t lanesPerKey = d / 8, keysPerWarp = kWarp / lanesPerKey;
   Type qe = elementOf(op.getIndexQueries()), ce = type.getElementType();
-  const float scale = op.getScale().convertToFloat();
-  Value T = k.scalar(0), MB = k.scalar(2);
-  Value partial = g.shared(k.f32, g.warps * groups);
+  const float scale = a.scale;
   Value sub = k.idiv(g.lane, k.c(lanesPerKey));
   Value part = k.irem(g.lane, k.c(lanesPerKey));
   Value negInf = k.cf(-INFINITY);
 
-  indexScoreFrame(
-      g, out, pos, seqs, partial, T, MB, page, groups, negInf,
-      [&](Value t, Value p, Value seq, Value blk) {
-        SmallVector<SmallVector<Value>> qv;
-        for (int64_t gg = 0; gg < groups; ++gg) {
-          Value off =
-              k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
-                     k.imul(part, k.c(8)));
-          SmallVector<Value> v;
-          for (int64_t e = 0; e < 8; ++e)
-            v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
-          qv.push_back(v);
-        }
-        Value phys = pageOf(k, table, seq, blk);
-        Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
-        SmallVector<Value> init(groups, negInf);
-        SmallVector<Value> m = k.reduceN(
-            k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
-            [&](Value it, ValueRange acc) -> SmallVector<Value> {
-              Value slot =
-                  k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
-              Value j = k.iadd(k.imul(blk, k.c(page)), slot);
-              Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
-                                  k.imul(part, k.c(8)));
-              SmallVector<Value> kv = g.load8(cache, koff, ce);
-              Value valid = k.icmp(CmpI::sle, j, p);
-              SmallVector<Value> next;
-              for (int64_t gg = 0; gg < groups; ++gg) {
-                Value s = k.mul(kv[0], qv[gg][0]);
-                for (int64_t e = 1; e < 8; ++e)
-                  s = k.add(s, k.mul(kv[e], qv[gg][e]));
-                s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
-                // A NaN score never wins the max-pool.
-                Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
-                next.push_back(k.select(better, s, acc[gg]));
-              }
-              return next;
-            });
-        for (int64_t gg = 0; gg < groups; ++gg) {
-          Value v = m[gg];
-          for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
-            Value o = g.shflXor(v, off);
-            v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
+  indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
+    SmallVector<SmallVector<Value>> qv;
+    for (int64_t gg = 0; gg < groups; ++gg) {
+      Value off =
+          k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
+                 k.imul(part, k.c(8)));
+      SmallVector<Value> v;
+      for (int64_t e = 0; e < 8; ++e)
+        v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
+      qv.push_back(v);
+    }
+    Value phys = pageOf(k, table, seq, blk);
+    Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
+    SmallVector<Value> init(groups, negInf);
+    SmallVector<Value> m = k.reduceN(
+        k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
+        [&](Value it, ValueRange acc) -> SmallVector<Value> {
+          Value slot = k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
+          Value j = k.iadd(k.imul(blk, k.c(page)), slot);
+          Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
+                              k.imul(part, k.c(8)));
+          SmallVector<Value> kv = g.load8(cache, koff, ce);
+          Value valid = k.icmp(CmpI::sle, j, p);
+          SmallVector<Value> next;
+          for (int64_t gg = 0; gg < groups; ++gg) {
+            Value s = k.mul(kv[0], qv[gg][0]);
+            for (int64_t e = 1; e < 8; ++e)
+              s = k.add(s, k.mul(kv[e], qv[gg][e]));
+            s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
+            // A NaN score never wins the max-pool.
+            Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
+            next.push_back(k.select(better, s, acc[gg]));
           }
-          k.ifThen(g.eq(g.lane, k.c(0)), [&] {
-            k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
-                     k.f32);
-          });
-        }
+          return next;
+        });
+    for (int64_t gg = 0; gg < groups; ++gg) {
+      Value v = m[gg];
+      for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
+        Value o = g.shflXor(v, off);
+        v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
+      }
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+        k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
+                 k.f32);
       });
+    }
+  });
 }
 
 /// The tensor-core indexer: index queries bf16, index keys bf16, dI a
@@ -455,78 +470,71 @@ bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
 /// products unchanged.
 void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
-  Value q = k.ptr(0), cache = k.ptr(1), table = k.ptr(2), seqs = k.ptr(3),
-        pos = k.ptr(4), out = k.ptr(5);
-  msa::PagedCacheType type = op.getIndexCache().getType();
-  const int64_t groups = shapeOf(op.getIndexQueries())[1],
-                d = type.getHeadDim(), page = type.getPageSize();
+  const IndexScoreArgs a(g, op);
+  Value q = a.q, cache = a.cache, table = a.table;
+  msa::PagedCacheType type = a.type;
+  const int64_t groups = a.groups, d = a.d, page = a.page;
   const int64_t words = d / 8;                // per lane, per key
   const int64_t tiles = page / (g.warps * 8); // 8-key tiles per warp
-  const float scale = op.getScale().convertToFloat();
-  Value T = k.scalar(0), MB = k.scalar(2);
-  Value partial = g.shared(k.f32, g.warps * groups);
+  const float scale = a.scale;
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
 
-  indexScoreFrame(
-      g, out, pos, seqs, partial, T, MB, page, groups, negInf,
-      [&](Value t, Value p, Value seq, Value blk) {
-        // Q words of this lane: row `row` (an index head), words
-        // quad * words + i.
-        Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
-        Value qRow =
-            k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
-        Value qBase =
-            k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
-        SmallVector<Value> qw;
-        for (int64_t i = 0; i < words; ++i)
-          qw.push_back(k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))),
-                                g.ci32(0)));
-        Value zero = g.ci32(0);
-        Value phys = pageOf(k, table, seq, blk);
-        // All key words first.
-        SmallVector<SmallVector<Value>> kw(tiles);
-        for (int64_t j = 0; j < tiles; ++j) {
-          Value slot = k.iadd(
-              k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
-          Value base =
-              k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
-                     k.imul(quad, k.c(words)));
-          for (int64_t v = 0; v < words / 4; ++v) {
-            Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
-            Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
-            for (int64_t e = 0; e < 4; ++e)
-              kw[j].push_back(
-                  LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
-          }
-        }
-        Value m = negInf;
-        for (int64_t j = 0; j < tiles; ++j) {
-          SmallVector<Value> c(4, k.cf(0));
-          for (int64_t ks = 0; ks < d / 16; ++ks)
-            c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
-                      {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
-          for (int64_t e = 0; e < 2; ++e) {
-            Value slot = k.iadd(
-                k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
-                k.iadd(k.imul(quad, k.c(2)), k.c(e)));
-            Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
-            Value sc = k.mul(c[e], k.cf(scale));
-            // A NaN score never wins the max-pool.
-            Value better =
-                g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
-            m = k.select(better, sc, m);
-          }
-        }
-        for (int64_t off : {1, 2}) {
-          Value o = g.shflXor(m, off);
-          m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
-        }
-        k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
-          k.storeF(partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m, k.f32);
-        });
-      });
+  indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
+    // Q words of this lane: row `row` (an index head), words
+    // quad * words + i.
+    Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
+    Value qRow = k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
+    Value qBase = k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
+    SmallVector<Value> qw;
+    for (int64_t i = 0; i < words; ++i)
+      qw.push_back(
+          k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))), g.ci32(0)));
+    Value zero = g.ci32(0);
+    Value phys = pageOf(k, table, seq, blk);
+    // All key words first.
+    SmallVector<SmallVector<Value>> kw(tiles);
+    for (int64_t j = 0; j < tiles; ++j) {
+      Value slot = k.iadd(
+          k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
+      Value base =
+          k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
+                 k.imul(quad, k.c(words)));
+      for (int64_t v = 0; v < words / 4; ++v) {
+        Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
+        Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
+        for (int64_t e = 0; e < 4; ++e)
+          kw[j].push_back(
+              LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+      }
+    }
+    Value m = negInf;
+    for (int64_t j = 0; j < tiles; ++j) {
+      SmallVector<Value> c(4, k.cf(0));
+      for (int64_t ks = 0; ks < d / 16; ++ks)
+        c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
+                  {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
+      for (int64_t e = 0; e < 2; ++e) {
+        Value slot =
+            k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
+                   k.iadd(k.imul(quad, k.c(2)), k.c(e)));
+        Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
+        Value sc = k.mul(c[e], k.cf(scale));
+        // A NaN score never wins the max-pool.
+        Value better =
+            g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
+        m = k.select(better, sc, m);
+      }
+    }
+    for (int64_t off : {1, 2}) {
+      Value o = g.shflXor(m, off);
+      m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
+    }
+    k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
+      k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m, k.f32);
+    });
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1243,10 +1251,10 @@ using wgmma::kChunkK;
 using wgmma::kCoreCols;
 using wgmma::kLeadingByteOffset;
 using wgmma::kStages;
-using wgmma::stepByte;
 using wgmma::kStrideByteOffset;
 using wgmma::kTileM;
 using wgmma::kTileN;
+using wgmma::stepByte;
 
 /// Steps with at least this many tokens take the tile path, when they make
 /// at least kTileMinItems tiles; fewer keep the warp matrix-vector product.
@@ -1514,13 +1522,9 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
   KB &k = g.k;
   Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
         w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6), act = k.ptr(7);
-  ArrayRef<int64_t> gs = shapeOf(op.getGateWeights());
-  const int64_t inner = gs[1], h = gs[2],
-                topK = shapeOf(op.getRoutingWeights())[1];
-  Type ie = elementOf(op.getInput()), we = elementOf(op.getGateWeights()),
-       de = elementOf(op.getDownWeights());
-  const float alpha = op.getAlpha().convertToFloat(),
-              limit = op.getLimit().convertToFloat();
+  const MoEExpertsShape s(op);
+  const int64_t inner = s.inner, h = s.h, topK = s.topK;
+  Type ie = s.ie, we = s.we, de = s.de;
   Value T = k.scalar(0);
   if (part == 0) {
     g.warpLoop(k.imul(T, k.c(topK * inner)), [&](Value item) {
@@ -1532,10 +1536,7 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
       Value xOff = k.imul(t, k.c(h));
       Value gv = g.roundTo(warpDot(g, in, xOff, ie, w1, row, we, h), ie);
       Value uv = g.roundTo(warpDot(g, in, xOff, ie, w3, row, we, h), ie);
-      Value gc = k.minf(gv, k.cf(limit));
-      Value uc = k.maxf(k.minf(uv, k.cf(limit)), k.cf(-limit));
-      Value a = k.mul(k.mul(k.add(uc, k.cf(1)), gc),
-                      k.sigmoid(k.mul(k.cf(alpha), gc)));
+      Value a = swigluOAI(k, gv, uv, s.alpha, s.limit);
       k.ifThen(g.eq(g.lane, k.c(0)),
                [&] { k.storeF(act, item, g.roundTo(a, ie), k.f32); });
     });
@@ -1610,11 +1611,11 @@ void moeRouterKernel(GK &g, msa::MoERouterOp op, int64_t part) {
 void rmsNormKernel(GK &g, msa::RMSNormOp op) {
   KB &k = g.k;
   Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
-  const int64_t n = shapeOf(op.getInput()).back();
-  const int64_t rowsPerToken = innerElements(op.getInput()) / n;
-  Type ie = elementOf(op.getInput()), we = elementOf(op.getWeight());
-  const float eps = op.getEps().convertToFloat();
-  const bool offset = op.getUnitOffset();
+  const RMSNormShape s(op);
+  const int64_t n = s.n, rowsPerToken = s.rowsPerToken;
+  Type ie = s.ie, we = s.we;
+  const float eps = s.eps;
+  const bool offset = s.offset;
   g.warpLoop(k.imul(k.scalar(0), k.c(rowsPerToken)), [&](Value r) {
     Value base = k.imul(r, k.c(n));
     Value ss = warpDot(g, in, base, ie, in, base, ie, n);

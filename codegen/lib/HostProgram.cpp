@@ -59,11 +59,11 @@ void embeddingKernel(KB &k, msa::EmbeddingOp op) {
 void rmsNormKernel(KB &k, msa::RMSNormOp op) {
   // buffers: in, weight, out; rows = T * inner / n
   Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
-  const int64_t n = shapeOf(op.getInput()).back();
-  const int64_t rowsPerToken = innerElements(op.getInput()) / n;
-  Type ie = elementOf(op.getInput()), we = elementOf(op.getWeight());
-  const float eps = op.getEps().convertToFloat();
-  const bool offset = op.getUnitOffset();
+  const RMSNormShape s(op);
+  const int64_t n = s.n, rowsPerToken = s.rowsPerToken;
+  Type ie = s.ie, we = s.we;
+  const float eps = s.eps;
+  const bool offset = s.offset;
   Value rows = k.imul(k.scalar(0), k.c(rowsPerToken));
   k.loop(k.c(0), rows, [&](Value r) {
     Value base = k.imul(r, k.c(n));
@@ -499,11 +499,9 @@ void swigluKernel(KB &k, msa::SwiGLUOp op) {
               limit = op.getLimit().convertToFloat();
   Value n = k.imul(k.scalar(0), k.c(innerElements(op.getGate())));
   k.loop(k.c(0), n, [&](Value i) {
-    Value g = k.minf(k.loadF(gate, i, e), k.cf(limit));
-    Value u = k.maxf(k.minf(k.loadF(up, i, e), k.cf(limit)), k.cf(-limit));
-    Value act =
-        k.mul(k.mul(k.add(u, k.cf(1)), g), k.sigmoid(k.mul(k.cf(alpha), g)));
-    k.storeF(out, i, act, e);
+    k.storeF(out, i,
+             swigluOAI(k, k.loadF(gate, i, e), k.loadF(up, i, e), alpha, limit),
+             e);
   });
 }
 
@@ -546,13 +544,9 @@ void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
   // w3 [E, I, H], w2 [E, H, I], out [T, H]
   Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
         w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6);
-  ArrayRef<int64_t> gs = shapeOf(op.getGateWeights());
-  const int64_t inner = gs[1], h = gs[2],
-                topK = shapeOf(op.getRoutingWeights())[1];
-  Type ie = elementOf(op.getInput()), we = elementOf(op.getGateWeights()),
-       de = elementOf(op.getDownWeights());
-  const float alpha = op.getAlpha().convertToFloat(),
-              limit = op.getLimit().convertToFloat();
+  const MoEExpertsShape s(op);
+  const int64_t inner = s.inner, h = s.h, topK = s.topK;
+  Type ie = s.ie, we = s.we, de = s.de;
   Value act = k.scratch(inner), acc = k.scratch(h), tmp = k.scratch(1);
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     k.loop(k.c(0), k.c(h), [&](Value c) { k.storeF(acc, c, k.cf(0), k.f32); });
@@ -567,10 +561,7 @@ void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
         // projections would; so does the activation.
         Value g = k.roundTo(k.dot(in, xOff, ie, w1, row, we, h), ie, tmp);
         Value u = k.roundTo(k.dot(in, xOff, ie, w3, row, we, h), ie, tmp);
-        Value gc = k.minf(g, k.cf(limit));
-        Value uc = k.maxf(k.minf(u, k.cf(limit)), k.cf(-limit));
-        Value a = k.mul(k.mul(k.add(uc, k.cf(1)), gc),
-                        k.sigmoid(k.mul(k.cf(alpha), gc)));
+        Value a = swigluOAI(k, g, u, s.alpha, s.limit);
         k.storeF(act, n, k.roundTo(a, ie, tmp), k.f32);
       });
       k.loop(k.c(0), k.c(h), [&](Value c) {

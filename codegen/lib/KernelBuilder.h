@@ -327,6 +327,47 @@ inline Value rmsNormValue(KB &k, Value x, Value inv, Value weight,
   return k.mul(k.mul(x, inv), weight);
 }
 
+/// msa.rms_norm's rows as its host and GPU kernels read them: input
+/// [T, ..., n] normalized over rows of n (per-head norms have several rows
+/// per token), weight [n], epsilon and Gemma's unit offset (w + 1).
+struct RMSNormShape {
+  explicit RMSNormShape(msa::RMSNormOp op)
+      : n(shapeOf(op.getInput()).back()),
+        rowsPerToken(innerElements(op.getInput()) / n),
+        ie(elementOf(op.getInput())), we(elementOf(op.getWeight())),
+        eps(op.getEps().convertToFloat()), offset(op.getUnitOffset()) {}
+  int64_t n, rowsPerToken;
+  Type ie, we; ///< input/output, weight
+  float eps;
+  bool offset;
+};
+
+/// SwiGLU-OAI of one (gate, up) pair in FP32 (msa.swiglu, MiniMax's
+/// swigluoai): g = min(gate, limit), u = clamp(up, -limit, limit),
+/// (u + 1) * g * sigmoid(alpha * g). Shared by the swiglu and MoE kernels
+/// of every target.
+inline Value swigluOAI(KB &k, Value gate, Value up, float alpha, float limit) {
+  Value g = k.minf(gate, k.cf(limit));
+  Value u = k.maxf(k.minf(up, k.cf(limit)), k.cf(-limit));
+  return k.mul(k.mul(k.add(u, k.cf(1)), g), k.sigmoid(k.mul(k.cf(alpha), g)));
+}
+
+/// The shapes and element types of an msa.moe_experts op (input [T, H],
+/// routing weights and ids [T, topK], w1/w3 [E, inner, H], w2 [E, H,
+/// inner]) and its SwiGLU constants, as its host and GPU kernels read them.
+struct MoEExpertsShape {
+  explicit MoEExpertsShape(msa::MoEExpertsOp op)
+      : inner(shapeOf(op.getGateWeights())[1]),
+        h(shapeOf(op.getGateWeights())[2]),
+        topK(shapeOf(op.getRoutingWeights())[1]), ie(elementOf(op.getInput())),
+        we(elementOf(op.getGateWeights())), de(elementOf(op.getDownWeights())),
+        alpha(op.getAlpha().convertToFloat()),
+        limit(op.getLimit().convertToFloat()) {}
+  int64_t inner, h, topK;
+  Type ie, we, de; ///< input, gate/up weights, down weights
+  float alpha, limit;
+};
+
 /// msa.moe_router's selection for token `t`, given FP32 arrays score[E]
 /// (sigmoid scores) and biased[E] (score + correction bias; overwritten):
 /// the top-k experts by biased score (higher first, lower id on ties; a

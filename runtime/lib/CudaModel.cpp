@@ -184,10 +184,7 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
   if (options.dummyWeights && !checkDummyWeights(artifact, error))
     return nullptr;
   if (artifact.weightsStripped() && !options.dummyWeights) {
-    error = artifact.directory() +
-            " was compiled with --strip-weights and holds no weights; "
-            "benchmark it with synthetic weights (msac-run bench-decode "
-            "--dummy-weights) or recompile without --strip-weights";
+    error = strippedWeightsError(artifact);
     return nullptr;
   }
   // Synthetic weights: slices of a random pool per dtype (see fillPool).
@@ -298,15 +295,13 @@ bool CudaModel::copyFromPool(uint64_t dst, uint64_t bytes,
 
 bool CudaModel::fillCaches(uint64_t seed, std::string &error) {
   const std::vector<Buffer> &list = art.buffers();
+  if (!checkSynthesizableCaches(art, error))
+    return false;
   std::map<std::string, std::vector<uint8_t>> pools;
   for (size_t i = 0; i < list.size(); ++i) {
     const Buffer &b = list[i];
     if (b.kind != Buffer::Kind::Cache)
       continue;
-    if (!canSynthesize(b.dtype)) {
-      error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
-      return false;
-    }
     std::vector<uint8_t> &pool = pools[b.dtype];
     if (pool.empty())
       pool = randomPool(b.dtype, -2.0f, 2.0f, seed + (b.dtype == "bf16"));

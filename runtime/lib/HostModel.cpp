@@ -76,13 +76,17 @@ uint64_t Executor::elements(const Buffer &b, const HostModelOptions &o) {
   return n;
 }
 
+std::string Executor::strippedWeightsError(const Artifact &artifact) {
+  return artifact.directory() +
+         " was compiled with --strip-weights and holds no weights; "
+         "benchmark it with synthetic weights (msac-run bench-decode "
+         "--dummy-weights) or recompile without --strip-weights";
+}
+
 bool Executor::validate(const Artifact &art, const HostModelOptions &opts,
                         const StepInput &in, std::string &error) {
   if (art.weightsStripped() && !opts.dummyWeights) {
-    error = art.directory() +
-            " was compiled with --strip-weights and holds no weights; "
-            "benchmark it with synthetic weights (msac-run bench-decode "
-            "--dummy-weights) or recompile without --strip-weights";
+    error = strippedWeightsError(art);
     return false;
   }
   const int64_t t = static_cast<int64_t>(in.tokenIds.size());
@@ -146,16 +150,24 @@ const float *HostModel::profileStep(const StepInput &in,
   return run(in, &launchMs, error);
 }
 
+bool Executor::checkSynthesizableCaches(const Artifact &artifact,
+                                        std::string &error) {
+  for (const Buffer &b : artifact.buffers())
+    if (b.kind == Buffer::Kind::Cache && !canSynthesize(b.dtype)) {
+      error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
+      return false;
+    }
+  return true;
+}
+
 bool HostModel::fillCaches(uint64_t seed, std::string &error) {
+  if (!checkSynthesizableCaches(art, error))
+    return false;
   const std::vector<Buffer> &buffers = art.buffers();
   for (size_t i = 0; i < buffers.size(); ++i) {
     const Buffer &b = buffers[i];
     if (b.kind != Buffer::Kind::Cache)
       continue;
-    if (!canSynthesize(b.dtype)) {
-      error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
-      return false;
-    }
     fillUniform(storage[i].data(), storage[i].size() / b.elementBytes(),
                 b.dtype, -2.0f, 2.0f, seed + i);
   }

@@ -96,10 +96,7 @@ std::unique_ptr<Executor> makeExecutor(const Artifact &a,
                                        const HostModelOptions &o,
                                        const std::string &device) {
   if (a.weightsStripped() && !o.dummyWeights) {
-    fail(a.directory() +
-         " was compiled with --strip-weights and holds no weights; "
-         "benchmark it with synthetic weights (msac-run bench-decode "
-         "--dummy-weights) or recompile without --strip-weights");
+    fail(Executor::strippedWeightsError(a));
     return nullptr;
   }
   if (device == "host") {

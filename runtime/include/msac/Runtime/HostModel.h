@@ -100,6 +100,10 @@ public:
     return nullptr;
   }
 
+  /// The error for running `artifact`, compiled with --strip-weights,
+  /// without synthetic weights.
+  static std::string strippedWeightsError(const Artifact &artifact);
+
 protected:
   /// Checks a step's inputs against the model and the instance's limits.
   static bool validate(const Artifact &artifact, const HostModelOptions &o,
@@ -114,6 +118,10 @@ protected:
   static bool canSynthesize(const std::string &dtype) {
     return dtype == "bf16" || dtype == "f32" || dtype == "f8E4M3FN";
   }
+  /// Checks that fillUniform can write every paged cache of `artifact`
+  /// (fillCaches); otherwise sets `error` naming the first other cache.
+  static bool checkSynthesizableCaches(const Artifact &artifact,
+                                       std::string &error);
   /// Writes `count` values of `dtype` (canSynthesize) uniform in [lo, hi)
   /// from a SplitMix64 stream seeded with `seed`, each rounded to nearest
   /// even (FP8: saturating, as the cache insert stores).
