@@ -314,7 +314,8 @@ int runCompile() {
   if (emit == EmitStage::Artifact)
     if (int rc = prepareArtifactDir(outputFile))
       return rc;
-  if (!sys::fs::exists(compileDir + "/tokenizer.json"))
+  if (emit == EmitStage::Artifact &&
+      !sys::fs::exists(compileDir + "/tokenizer.json"))
     WithColor::warning(errs(), "msac")
         << compileDir
         << "/tokenizer.json not found: the artifact can be inspected and "
