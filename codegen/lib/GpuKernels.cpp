@@ -958,10 +958,13 @@ void attentionKernel(GK &g, Operation *op) {
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value row8 = k.iadd(row, k.c(8));
 
+  // Tokens vary fastest: CTAs running at once take the same KV head and
+  // chunk of neighbouring tokens, whose keys (the same or close blocks in
+  // a prefill chunk) are then read from L2 instead of HBM.
   g.ctaLoop(k.imul(T, k.c(s.hkv * s.chunks)), [&](Value w) {
-    Value t = k.idiv(w, k.c(s.hkv * s.chunks));
-    Value kvHead = k.irem(k.idiv(w, k.c(s.chunks)), k.c(s.hkv));
-    Value chunk = k.irem(w, k.c(s.chunks));
+    Value t = k.irem(w, T);
+    Value kvHead = k.idiv(w, k.imul(T, k.c(s.chunks)));
+    Value chunk = k.irem(k.idiv(w, T), k.c(s.chunks));
     Value p = k.loadIndex(pos, t);
     Value seq = k.loadIndex(seqs, t);
     Value qHead0 = k.imul(kvHead, k.c(s.group));
@@ -1274,20 +1277,20 @@ int64_t linearTileMinTokens(int64_t n) {
   return std::max(kTileMinTokens, (mTiles - 1) * kTileM + 1);
 }
 
-/// True when msa.linear can take the wgmma tile path: bf16 input and weight
-/// (not dequantized block-scaled ones), a bf16 or f32 result, K a multiple
-/// of 64 and N a multiple of kTileN, one warpgroup per CTA.
+/// True when msa.linear or msa.logits can take the wgmma tile path: bf16
+/// input and weight (not dequantized block-scaled ones), a bf16 or f32
+/// result, K a multiple of kChunkK and N a multiple of kTileN, one
+/// warpgroup per CTA.
 bool linearTileFits(Operation *op, int64_t threads) {
-  auto linear = dyn_cast<msa::LinearOp>(op);
-  if (!linear || threads != wgmma::kThreads ||
-      shapeOf(linear.getInput()).size() != 2)
+  if (!isa<msa::LinearOp, msa::LogitsOp>(op) || threads != wgmma::kThreads ||
+      shapeOf(op->getOperand(0)).size() != 2)
     return false;
-  Type xe = elementOf(linear.getInput()), we = elementOf(linear.getWeight()),
-       oe = elementOf(linear.getResult());
-  const int64_t kk = shapeOf(linear.getWeight())[1],
-                n = shapeOf(linear.getWeight())[0];
+  Value wv = op->getOperand(isa<msa::LogitsOp>(op) ? 2 : 1);
+  Type xe = elementOf(op->getOperand(0)), we = elementOf(wv),
+       oe = elementOf(op->getResult(0));
+  const int64_t kk = shapeOf(wv)[1], n = shapeOf(wv)[0];
   return xe.isBF16() && we.isBF16() && (oe.isBF16() || oe.isF32()) &&
-         kk % 64 == 0 && kk % kChunkK == 0 && n % kTileN == 0;
+         kk % kChunkK == 0 && n % kTileN == 0;
 }
 
 /// The wgmma matrix descriptor (wgmma::descriptor: no swizzle, base offset
@@ -1307,32 +1310,169 @@ Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset) {
       ci64(wgmma::descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset)));
 }
 
-/// out[t, j] = x[t] . w[j] for t < T as CTA-stride work items of kTileM
-/// tokens x kTileN features (token tiles vary fastest, so CTAs running at
-/// once share weight tiles in L2): wgmma.mma_async m64n128k16 (bf16, FP32
-/// accumulators in registers) over K, operands staged by cp.async in a
-/// kStages-deep ring; token rows past T are zero-filled and not stored.
-void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
-  KB &k = g.k;
-  MLIRContext *ctx = k.b.getContext();
-  Value x = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
-  const int64_t kk = shapeOf(op.getWeight())[1], n = shapeOf(op.getWeight())[0];
-  Type oe = elementOf(op.getResult());
-  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
-  auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
-  const int64_t stageBytes = kABytes + kBBytes, chunks = kk / kChunkK;
-  Value smem = g.sharedSpace(k.b.getI8Type(), kStages * stageBytes, 128);
-  Value smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
-  Value xg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, x);
-  Value wg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, w);
-  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
-  Value lastRow = k.iadd(T, k.c(-1));
+/// The operand rows of one work item of the tile GEMM, both bf16 and
+/// K-major with `kk` channels per row: `aRow(r)` gives a global-space
+/// pointer to A row r (r < kTileM) and whether it exists (rows that do not
+/// are zero-filled and read nothing; a null flag means always), `bRow(r)`
+/// a pointer to B row r (r < kTileN). Called once per item, before the K
+/// loop, so gathers (token or expert indices) cost one load per row.
+struct TileRows {
+  std::function<std::pair<Value, Value>(Value r)> aRow;
+  std::function<Value(Value r)> bRow;
+};
 
-  auto accT = LLVM::LLVMStructType::getLiteral(
-      ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
+/// The warpgroup-MMA tile GEMM (sm_90a) shared by msa.linear, msa.logits
+/// and the MoE experts: one CTA of wgmma::kThreads threads computes a
+/// kTileM x kTileN FP32 tile D = A B^T per work item, wgmma.mma_async
+/// m64n128k16 (bf16 in, FP32 accumulators in registers) over K, operands
+/// staged by cp.async in a kStages-deep ring of shared memory.
+class TileGemm {
+public:
+  TileGemm(GK &g, int64_t kk) : g(g), k(g.k), kk(kk) {
+    MLIRContext *ctx = k.b.getContext();
+    globalT = LLVM::LLVMPointerType::get(ctx, 1);
+    sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+    smem = g.sharedSpace(k.b.getI8Type(), kStages * kStageBytes, 128);
+    smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
+    accT = LLVM::LLVMStructType::getLiteral(
+        ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
+  }
+
+  /// `p` (a generic pointer) in the global address space, for cp.async.
+  Value global(Value p) {
+    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, p);
+  }
+
+  /// The FP32 tile A B^T of one work item (accumulator registers; see
+  /// forEachPair). The caller must g.sync() after its epilogue, before the
+  /// next item's copies refill stages other warps may still be reading.
+  Value run(const TileRows &rows) {
+    const int64_t chunks = kk / kChunkK;
+    // Each thread's copies (wgmma::copyRow(j), wgmma::copyChannel(j) for
+    // j = tid, tid + 128, ...): source row pointers, channel and, for A,
+    // the 16 or 0 bytes to read.
+    struct Copy {
+      Value from, size, channel;
+      int64_t tileOffset;
+      Value j;
+    };
+    SmallVector<Copy> copies;
+    auto plan = [&](int64_t nRows, int64_t tileOffset, bool isA) {
+      for (int64_t i = 0; i < nRows * kCoreCols / g.threads; ++i) {
+        Value j = k.iadd(g.tid, k.c(i * g.threads));
+        Value r = k.iadd(k.imul(k.idiv(j, k.c(8 * kCoreCols)), k.c(8)),
+                         k.irem(j, k.c(8)));
+        Value kc = k.imul(k.irem(k.idiv(j, k.c(8)), k.c(kCoreCols)), k.c(8));
+        Copy c{Value(), Value(), kc, tileOffset, j};
+        if (isA) {
+          auto [from, valid] = rows.aRow(r);
+          c.from = from;
+          if (valid)
+            c.size = k.select(valid, g.ci32(16), g.ci32(0));
+        } else {
+          c.from = rows.bRow(r);
+        }
+        copies.push_back(c);
+      }
+    };
+    plan(kTileM, 0, /*isA=*/true);
+    plan(kTileN, kABytes, /*isA=*/false);
+
+    // Copies chunk `chunk` into its stage as one cp.async group.
+    auto issue = [&](Value chunk) {
+      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(kStageBytes));
+      Value k0 = k.imul(chunk, k.c(kChunkK));
+      for (const Copy &c : copies) {
+        Value from =
+            LLVM::GEPOp::create(k.b, k.loc, globalT, k.i16, c.from,
+                                ValueRange{k.toI64(k.iadd(k0, c.channel))});
+        Value to = LLVM::GEPOp::create(
+            k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+            ValueRange{k.toI64(k.iadd(base, k.c(c.tileOffset)))});
+        to = LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), to,
+                                 ValueRange{k.toI64(k.imul(c.j, k.c(16)))});
+        NVVM::CpAsyncOp::create(k.b, k.loc, to, from, 16,
+                                NVVM::LoadCacheModifierKind::CG, c.size);
+      }
+    };
+    auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
+
+    for (int64_t s = 0; s + 1 < kStages; ++s) {
+      if (s < chunks)
+        issue(k.c(s));
+      commit();
+    }
+    // One chunk: acc += A[.., chunk] B[.., chunk]^T. The first chunk starts
+    // the sum (no accumulator registers are written before the first
+    // wgmma, as the wgmma.fence rules require).
+    auto step = [&](Value chunk, Value a, bool first) -> Value {
+      // This thread's copies of `chunk` have landed; make them visible to
+      // the async proxy (wgmma reads shared memory through it), then wait
+      // for every thread's. The barrier also ends the previous iteration's
+      // reads of the stage refilled below.
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, kStages - 2);
+      NVVM::FenceProxyOp::create(
+          k.b, k.loc, NVVM::ProxyKind::async_shared,
+          NVVM::SharedSpaceAttr::get(k.b.getContext(),
+                                     NVVM::SharedSpace::shared_cta));
+      g.sync();
+      Value next = k.iadd(chunk, k.c(kStages - 1));
+      k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)), [&] { issue(next); });
+      commit();
+      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(kStageBytes));
+      NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
+      for (int64_t s = 0; s < kChunkK / 16; ++s) {
+        Value at = k.iadd(base, k.c(stepByte(s)));
+        Value descA = wgmmaDescriptor(k, smemAddr, at);
+        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(kABytes)));
+        a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
+      }
+      NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+      NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+      return a;
+    };
+    Value acc = step(k.c(0), LLVM::PoisonOp::create(k.b, k.loc, accT), true);
+    return k.reduce(k.c(1), k.c(chunks), acc, [&](Value chunk, Value a) {
+      return step(chunk, a, false);
+    });
+  }
+
+  /// Calls fn(r, c, i, v0, v1) for each pair of adjacent columns (c, c + 1)
+  /// of tile row r (tile coordinates) that this thread's accumulators
+  /// (i, i + 1) hold: wgmma::accumulatorRow(i, t), wgmma::accumulatorCol(i,
+  /// t). `i` (even, < kTileN / 2) is a compile-time index.
+  void forEachPair(
+      Value acc,
+      const std::function<void(Value, Value, int64_t, Value, Value)> &fn) {
+    Value row = k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4)));
+    Value col = k.imul(k.irem(g.lane, k.c(4)), k.c(2));
+    for (int64_t i = 0; i < kTileN / 2; i += 2)
+      fn(k.iadd(row, k.c(8 * ((i / 2) % 2))), k.iadd(col, k.c(8 * (i / 4))), i,
+         LLVM::ExtractValueOp::create(k.b, k.loc, acc, i),
+         LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + 1));
+  }
+
+  /// Stores the pair (v0, v1) at element `at` of `out` as bf16 or FP32.
+  void storePair(Value out, Value at, Type oe, Value v0, Value v1) {
+    if (oe.isBF16()) {
+      LLVM::StoreOp::create(k.b, k.loc, g.packBF16(v0, v1),
+                            k.gep(out, at, k.i16), /*alignment=*/4);
+      return;
+    }
+    auto pair = VectorType::get({2}, k.f32);
+    Value v = LLVM::PoisonOp::create(k.b, k.loc, pair);
+    v = LLVM::InsertElementOp::create(k.b, k.loc, v, v0, g.ci32(0));
+    v = LLVM::InsertElementOp::create(k.b, k.loc, v, v1, g.ci32(1));
+    LLVM::StoreOp::create(k.b, k.loc, v, k.gep(out, at, k.f32),
+                          /*alignment=*/8);
+  }
+
+private:
+  static constexpr int64_t kStageBytes = kABytes + kBBytes;
+
   // D = A B + D, or D = A B without `accumulate` (D's registers unread).
-  auto mma = [&](Value acc, Value descA, Value descB,
-                 bool accumulate) -> Value {
+  Value mma(Value acc, Value descA, Value descB, bool accumulate) {
+    MLIRContext *ctx = k.b.getContext();
     return NVVM::WgmmaMmaAsyncOp::create(
         k.b, k.loc, accT, acc, descA, descB,
         NVVM::MMAShapeAttr::get(ctx, kTileM, kTileN, 16),
@@ -1347,113 +1487,57 @@ void linearTileKernel(GK &g, msa::LinearOp op, Value T) {
         NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
         NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
         /*satfinite=*/nullptr);
+  }
+
+  GK &g;
+  KB &k;
+  int64_t kk;
+  Type globalT, sharedT, accT;
+  Value smem, smemAddr;
+};
+
+/// out[t, j] = x[t] . w[j] for t < T (msa.linear), or out[i, j] =
+/// hidden[token_indices[i]] . lm_head[j] for i < R (msa.logits), as
+/// CTA-stride work items of kTileM rows x kTileN features (row tiles vary
+/// fastest, so CTAs running at once share weight tiles in L2) on the tile
+/// GEMM; rows past T are zero-filled and not stored.
+void linearTileKernel(GK &g, Operation *op, Value T) {
+  KB &k = g.k;
+  const bool logits = isa<msa::LogitsOp>(op);
+  Value wv = op->getOperand(logits ? 2 : 1);
+  const int64_t kk = shapeOf(wv)[1], n = shapeOf(wv)[0];
+  Type oe = elementOf(op->getResult(0));
+  TileGemm tile(g, kk);
+  Value x = tile.global(k.ptr(0)), idx = logits ? k.ptr(1) : Value(),
+        w = tile.global(k.ptr(logits ? 2 : 1)), out = k.ptr(logits ? 3 : 2);
+  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
+  Value lastRow = k.iadd(T, k.c(-1));
+  auto rowPtr = [&](Value base, Value row) {
+    return LLVM::GEPOp::create(k.b, k.loc, base.getType(), k.i16, base,
+                               ValueRange{k.toI64(k.imul(row, k.c(kk)))});
   };
 
   g.ctaLoop(k.imul(mTiles, k.c(n / kTileN)), [&](Value item) {
     Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
     Value col0 = k.imul(k.idiv(item, mTiles), k.c(kTileN));
-    // Copies chunk `chunk` of x rows row0.. and w rows col0.. into its
-    // stage, then commits them as one cp.async group.
-    auto issue = [&](Value chunk) {
-      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(stageBytes));
-      Value k0 = k.imul(chunk, k.c(kChunkK));
-      auto copies = [&](int64_t rows, Value src, Value firstRow,
-                        int64_t tileOffset, bool bounded) {
-        for (int64_t i = 0; i < rows * kCoreCols / g.threads; ++i) {
-          // Copy j: wgmma::copyRow(j), wgmma::copyChannel(j).
-          Value j = k.iadd(g.tid, k.c(i * g.threads));
-          Value r = k.iadd(k.imul(k.idiv(j, k.c(8 * kCoreCols)), k.c(8)),
-                           k.irem(j, k.c(8)));
-          Value kc = k.imul(k.irem(k.idiv(j, k.c(8)), k.c(kCoreCols)), k.c(8));
-          Value row = k.iadd(firstRow, r);
-          Value size;
-          if (bounded) {
-            // Rows past T read nothing and are zero-filled.
-            size = k.select(k.icmp(CmpI::ult, row, T), g.ci32(16), g.ci32(0));
-            row = g.imin(row, lastRow);
-          }
-          Value from = LLVM::GEPOp::create(
-              k.b, k.loc, globalT, k.i16, src,
-              ValueRange{
-                  k.toI64(k.iadd(k.imul(row, k.c(kk)), k.iadd(k0, kc)))});
-          Value to = LLVM::GEPOp::create(
-              k.b, k.loc, sharedT, k.b.getI8Type(), smem,
-              ValueRange{k.toI64(k.iadd(base, k.c(tileOffset)))});
-          to = LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), to,
-                                   ValueRange{k.toI64(k.imul(j, k.c(16)))});
-          NVVM::CpAsyncOp::create(k.b, k.loc, to, from, 16,
-                                  NVVM::LoadCacheModifierKind::CG, size);
-        }
-      };
-      copies(kTileM, xg, row0, 0, /*bounded=*/true);
-      copies(kTileN, wg, col0, kABytes, /*bounded=*/false);
+    TileRows rows;
+    rows.aRow = [&](Value r) -> std::pair<Value, Value> {
+      Value row = k.iadd(row0, r);
+      Value valid = k.icmp(CmpI::ult, row, T);
+      Value src = g.imin(row, lastRow);
+      if (logits)
+        src = k.loadIndex(idx, src);
+      return {rowPtr(x, src), valid};
     };
-    auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
-
-    for (int64_t s = 0; s + 1 < kStages; ++s) {
-      if (s < chunks)
-        issue(k.c(s));
-      commit();
-    }
-    // One chunk: acc += x[.., chunk] w[.., chunk]^T. The first chunk starts
-    // the sum (no accumulator registers are written before the first
-    // wgmma, as the wgmma.fence rules require).
-    auto step = [&](Value chunk, Value a, bool first) -> Value {
-      // This thread's copies of `chunk` have landed; make them visible to
-      // the async proxy (wgmma reads shared memory through it), then wait
-      // for every thread's. The barrier also ends the previous iteration's
-      // reads of the stage refilled below.
-      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, kStages - 2);
-      NVVM::FenceProxyOp::create(
-          k.b, k.loc, NVVM::ProxyKind::async_shared,
-          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-      g.sync();
-      Value next = k.iadd(chunk, k.c(kStages - 1));
-      k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)), [&] { issue(next); });
-      commit();
-      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(stageBytes));
-      NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
-      for (int64_t s = 0; s < kChunkK / 16; ++s) {
-        Value at = k.iadd(base, k.c(stepByte(s)));
-        Value descA = wgmmaDescriptor(k, smemAddr, at);
-        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(kABytes)));
-        a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
-      }
-      NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
-      NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
-      return a;
-    };
-    Value acc = step(k.c(0), LLVM::PoisonOp::create(k.b, k.loc, accT), true);
-    acc = k.reduce(k.c(1), k.c(chunks), acc,
-                   [&](Value chunk, Value a) { return step(chunk, a, false); });
-
-    // Accumulator i of thread t holds (wgmma::accumulatorRow(i, t),
-    // wgmma::accumulatorCol(i, t)): pairs (i, i + 1), i even, are adjacent
-    // columns of one row.
-    Value row =
-        k.iadd(row0, k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4))));
-    Value col = k.iadd(col0, k.imul(k.irem(g.lane, k.c(4)), k.c(2)));
-    for (int64_t i = 0; i < kTileN / 2; i += 2) {
-      Value r = k.iadd(row, k.c(8 * ((i / 2) % 2)));
-      Value at = k.iadd(k.imul(r, k.c(n)), k.iadd(col, k.c(8 * (i / 4))));
-      Value v0 = LLVM::ExtractValueOp::create(k.b, k.loc, acc, i);
-      Value v1 = LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + 1);
-      k.ifThen(k.icmp(CmpI::ult, r, T), [&] {
-        if (oe.isBF16()) {
-          LLVM::StoreOp::create(k.b, k.loc, g.packBF16(v0, v1),
-                                k.gep(out, at, k.i16), /*alignment=*/4);
-          return;
-        }
-        auto pair = VectorType::get({2}, k.f32);
-        Value v = LLVM::PoisonOp::create(k.b, k.loc, pair);
-        v = LLVM::InsertElementOp::create(k.b, k.loc, v, v0, g.ci32(0));
-        v = LLVM::InsertElementOp::create(k.b, k.loc, v, v1, g.ci32(1));
-        LLVM::StoreOp::create(k.b, k.loc, v, k.gep(out, at, k.f32),
-                              /*alignment=*/8);
+    rows.bRow = [&](Value r) { return rowPtr(w, k.iadd(col0, r)); };
+    Value acc = tile.run(rows);
+    tile.forEachPair(acc, [&](Value r, Value c, int64_t, Value v0, Value v1) {
+      Value row = k.iadd(row0, r);
+      k.ifThen(k.icmp(CmpI::ult, row, T), [&] {
+        tile.storePair(out, k.iadd(k.imul(row, k.c(n)), k.iadd(col0, c)), oe,
+                       v0, v1);
       });
-    }
-    // The next item's first copies refill stages other warps may still
-    // be reading.
+    });
     g.sync();
   });
 }
@@ -1514,10 +1598,12 @@ bool moeExpertsFits(msa::MoEExpertsOp op) {
   return true;
 }
 
-/// Part 0: act[t, slot, n] = swiglu(x[t] . w1[e, n], x[t] . w3[e, n]) for
-/// e = ids[t, slot], one warp per (t, slot, n), rounded to the activation
-/// type as the host's separate projections are. Part 1: out[t, c] =
-/// sum_slot w[t, slot] * (act[t, slot] . w2[e, c]), one warp per (t, c).
+/// The warp path of the MoE experts (parts 0 and 2 of 4; parts 1 and 3
+/// are empty). Part 0: act[t, slot, n] = swiglu(x[t] . w1[e, n], x[t] .
+/// w3[e, n]) for e = ids[t, slot], one warp per (t, slot, n), rounded to
+/// the activation type as the host's separate projections are. Part 2:
+/// out[t, c] = sum_slot w[t, slot] * (act[t, slot] . w2[e, c]), one warp
+/// per (t, c).
 void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
   KB &k = g.k;
   Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
@@ -1542,6 +1628,8 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
     });
     return;
   }
+  if (part != 2)
+    return;
   g.warpLoop(k.imul(T, k.c(h)), [&](Value item) {
     Value t = k.idiv(item, k.c(h)), c = k.irem(item, k.c(h));
     Value acc = k.cf(0);
@@ -1555,6 +1643,222 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
       acc = k.add(acc, k.mul(w, dv));
     }
     k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(out, item, acc, ie); });
+  });
+}
+
+/// Experts of an msa.moe_experts op (its gate weights' first dimension).
+int64_t moeExpertCount(msa::MoEExpertsOp op) {
+  return shapeOf(op.getGateWeights())[0];
+}
+
+/// True when the MoE experts can take the grouped tile GEMM (sm_90a): bf16
+/// activations and weights, H and the expert width multiples of the tile's
+/// K chunk, H of kTileN and the expert width of kTileN / 2 (gate and up
+/// share a tile), at most 1024 experts (counted in shared memory).
+bool moeExpertsTileFits(msa::MoEExpertsOp op, int64_t threads) {
+  const MoEExpertsShape s(op);
+  return threads == wgmma::kThreads && s.ie.isBF16() && s.we.isBF16() &&
+         s.de.isBF16() && s.h % kChunkK == 0 && s.h % kTileN == 0 &&
+         s.inner % kChunkK == 0 && s.inner % (kTileN / 2) == 0 &&
+         moeExpertCount(op) <= 1024;
+}
+
+/// Fewest tokens of a step for which the MoE experts take the grouped tile
+/// GEMM: at least kTileMinTokens, and enough (token, slot) pairs for two
+/// per expert on average. Below, most experts get one row, which the tile
+/// pads to kTileM, and the warp path reads the same weight rows once.
+int64_t moeTileMinTokens(msa::MoEExpertsOp op) {
+  const MoEExpertsShape s(op);
+  return std::max(kTileMinTokens,
+                  (2 * moeExpertCount(op) + s.topK - 1) / s.topK);
+}
+
+/// FP32 workspace elements per token the MoE experts' GPU kernels use: the
+/// larger of the warp path's FP32 activations and the tile path's layout
+/// (moeTileKernel), whose fixed part fits in the kTileMinTokens tokens the
+/// tile path needs at least.
+int64_t moeWorkspacePerToken(msa::MoEExpertsOp op) {
+  const MoEExpertsShape s(op);
+  const int64_t experts = moeExpertCount(op);
+  const int64_t tile = s.topK * (s.h + s.inner / 2 + 2) +
+                       (3 * experts + 2 + kTileMinTokens - 1) / kTileMinTokens;
+  return std::max(s.topK * s.inner, tile);
+}
+
+/// The grouped tile GEMM path of the MoE experts (sm_90a), four launches
+/// over the P = T * topK (token, slot) pairs, with the workspace laid out
+/// (in 4-byte words) as y: FP32 [P, H] | act: bf16 [P, inner] | perm: i32
+/// [P] | offsets: i32 [E + 1] | tileStart: i32 [E + 1] | tileExpert: i32
+/// [ceil(P / kTileM) + E].
+///   Part 0 (one CTA) buckets the pairs by expert: perm[offsets[e] ..
+///     offsets[e + 1]) are expert e's pairs (in no particular order: every
+///     row of a tile is computed independently); expert e's rows form
+///     tiles tileStart[e] .. tileStart[e + 1] of kTileM rows, each tagged
+///     with its expert in tileExpert.
+///   Part 1: per (row tile, 64 features n0..n0+63): B is 64 rows of w1[e]
+///     then the same 64 rows of w3[e], so each thread holds gate and up of
+///     the same (row, n) (accumulators i and i + 32); act[row, n] =
+///     swiglu(gate, up) with both rounded to bf16 first, rounded to bf16,
+///     as the host does.
+///   Part 2: per (row tile, 128 output channels): y[pair, c] = act[row] .
+///     w2[e, c] (FP32, unrounded, stored by pair).
+///   Part 3: out[t, c] = sum over slots in order of w[t, slot] * y[t *
+///     topK + slot, c], rounded to bf16: the host's summation order.
+void moeTileKernel(GK &g, msa::MoEExpertsOp op, int64_t part, Value T) {
+  KB &k = g.k;
+  const MoEExpertsShape s(op);
+  const int64_t inner = s.inner, h = s.h, topK = s.topK;
+  const int64_t experts = moeExpertCount(op);
+  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
+        w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6), ws = k.ptr(7);
+  Value pairs = k.imul(T, k.c(topK));
+  // Word offsets of the workspace arrays.
+  Value actAt = k.imul(pairs, k.c(h));
+  Value permAt = k.iadd(actAt, k.imul(pairs, k.c(inner / 2)));
+  Value offsetsAt = k.iadd(permAt, pairs);
+  Value tileStartAt = k.iadd(offsetsAt, k.c(experts + 1));
+  Value tileExpertAt = k.iadd(tileStartAt, k.c(experts + 1));
+  Value act = k.gep(ws, actAt, k.f32);
+  auto word = [&](Value at, Value i) { return k.iadd(at, i); };
+
+  if (part == 0) {
+    k.ifThen(g.eq(g.ctaId, k.c(0)), [&] {
+      Value count = g.shared(k.i32, experts);
+      auto atomicAdd = [&](Value e, Value v) -> Value {
+        Value old = LLVM::AtomicRMWOp::create(
+            k.b, k.loc, LLVM::AtomicBinOp::add, k.gep(count, e, k.i32), v,
+            LLVM::AtomicOrdering::monotonic);
+        return arith::IndexCastOp::create(k.b, k.loc, k.b.getIndexType(), old);
+      };
+      g.strided(g.tid, k.c(experts),
+                [&](Value e) { g.storeI32(count, e, g.ci32(0)); });
+      g.sync();
+      g.strided(g.tid, pairs,
+                [&](Value i) { atomicAdd(k.loadIndex(ri, i), g.ci32(1)); });
+      g.sync();
+      // Thread 0: exclusive prefix sums of rows and tiles; the counters
+      // become each expert's next free position.
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+        SmallVector<Value> end =
+            k.reduceN(k.c(0), k.c(experts), {k.c(0), k.c(0)},
+                      [&](Value e, ValueRange acc) -> SmallVector<Value> {
+                        Value n = k.loadIndex(count, e);
+                        k.storeIndex(ws, word(offsetsAt, e), acc[0]);
+                        k.storeIndex(ws, word(tileStartAt, e), acc[1]);
+                        k.storeIndex(count, e, acc[0]);
+                        Value tiles =
+                            k.idiv(k.iadd(n, k.c(kTileM - 1)), k.c(kTileM));
+                        return {k.iadd(acc[0], n), k.iadd(acc[1], tiles)};
+                      });
+        k.storeIndex(ws, word(offsetsAt, k.c(experts)), end[0]);
+        k.storeIndex(ws, word(tileStartAt, k.c(experts)), end[1]);
+      });
+      g.sync();
+      g.strided(g.tid, pairs, [&](Value i) {
+        Value at = atomicAdd(k.loadIndex(ri, i), g.ci32(1));
+        k.storeIndex(ws, word(permAt, at), i);
+      });
+      g.strided(g.tid, k.c(experts), [&](Value e) {
+        Value lo = k.loadIndex(ws, word(tileStartAt, e));
+        Value hi = k.loadIndex(ws, word(tileStartAt, k.iadd(e, k.c(1))));
+        auto loop = scf::ForOp::create(k.b, k.loc, lo, hi, k.c(1));
+        OpBuilder::InsertionGuard guard(k.b);
+        k.b.setInsertionPoint(loop.getBody()->getTerminator());
+        k.storeIndex(ws, word(tileExpertAt, loop.getInductionVar()), e);
+      });
+    });
+    return;
+  }
+
+  if (part == 3) {
+    threadLoop(g, k.imul(T, k.c(h)), [&](Value item) {
+      Value t = k.idiv(item, k.c(h)), c = k.irem(item, k.c(h));
+      Value acc = k.cf(0);
+      for (int64_t slot = 0; slot < topK; ++slot) {
+        Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
+        Value y = k.loadF(ws, k.iadd(k.imul(at, k.c(h)), c), k.f32);
+        acc = k.add(acc, k.mul(k.loadF(rw, at, k.f32), y));
+      }
+      k.storeF(out, item, acc, s.ie);
+    });
+    return;
+  }
+
+  // Parts 1 and 2: work items (row tile, feature tile), row tiles fastest.
+  const bool gateUp = part == 1;
+  TileGemm tile(g, gateUp ? h : inner);
+  Value tiles = k.loadIndex(ws, word(tileStartAt, k.c(experts)));
+  const int64_t nTiles = gateUp ? inner / (kTileN / 2) : h / kTileN;
+  Value xg = tile.global(in), w1g = tile.global(w1), w3g = tile.global(w3),
+        w2g = tile.global(w2), actg = tile.global(act);
+  auto rowPtr = [&](Value base, Value row, int64_t len) {
+    return LLVM::GEPOp::create(k.b, k.loc, base.getType(), k.i16, base,
+                               ValueRange{k.toI64(k.imul(row, k.c(len)))});
+  };
+  g.ctaLoop(k.imul(tiles, k.c(nTiles)), [&](Value item) {
+    Value mt = k.irem(item, tiles), nt = k.idiv(item, tiles);
+    Value e = k.loadIndex(ws, word(tileExpertAt, mt));
+    Value start = k.iadd(
+        k.loadIndex(ws, word(offsetsAt, e)),
+        k.imul(g.isub(mt, k.loadIndex(ws, word(tileStartAt, e))), k.c(kTileM)));
+    Value end = k.loadIndex(ws, word(offsetsAt, k.iadd(e, k.c(1))));
+    Value last = k.iadd(end, k.c(-1));
+    TileRows rows;
+    if (gateUp) {
+      Value n0 = k.imul(nt, k.c(kTileN / 2));
+      rows.aRow = [&](Value r) -> std::pair<Value, Value> {
+        Value p = k.iadd(start, r);
+        Value pair = k.loadIndex(ws, word(permAt, g.imin(p, last)));
+        return {rowPtr(xg, k.idiv(pair, k.c(topK)), h),
+                k.icmp(CmpI::ult, p, end)};
+      };
+      rows.bRow = [&](Value r) -> Value {
+        Value up = k.icmp(CmpI::uge, r, k.c(kTileN / 2));
+        Value n = k.iadd(n0, k.irem(r, k.c(kTileN / 2)));
+        Value row = k.iadd(k.imul(e, k.c(inner)), n);
+        return LLVM::SelectOp::create(k.b, k.loc, up, rowPtr(w3g, row, h),
+                                      rowPtr(w1g, row, h));
+      };
+      Value acc = tile.run(rows);
+      tile.forEachPair(acc, [&](Value r, Value c, int64_t i, Value g0,
+                                Value g1) {
+        if (i >= kTileN / 4)
+          return; // the up half
+        Value u0 =
+            LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + kTileN / 4);
+        Value u1 =
+            LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + kTileN / 4 + 1);
+        Value p = k.iadd(start, r);
+        k.ifThen(k.icmp(CmpI::ult, p, end), [&] {
+          auto swiglu = [&](Value gv, Value uv) {
+            return swigluOAI(k, g.roundTo(gv, s.ie), g.roundTo(uv, s.ie),
+                             s.alpha, s.limit);
+          };
+          tile.storePair(act, k.iadd(k.imul(p, k.c(inner)), k.iadd(n0, c)),
+                         s.ie, swiglu(g0, u0), swiglu(g1, u1));
+        });
+      });
+    } else {
+      Value c0 = k.imul(nt, k.c(kTileN));
+      rows.aRow = [&](Value r) -> std::pair<Value, Value> {
+        Value p = k.iadd(start, r);
+        return {rowPtr(actg, g.imin(p, last), inner),
+                k.icmp(CmpI::ult, p, end)};
+      };
+      rows.bRow = [&](Value r) -> Value {
+        return rowPtr(w2g, k.iadd(k.imul(e, k.c(h)), k.iadd(c0, r)), inner);
+      };
+      Value acc = tile.run(rows);
+      tile.forEachPair(acc, [&](Value r, Value c, int64_t, Value v0, Value v1) {
+        Value p = k.iadd(start, r);
+        k.ifThen(k.icmp(CmpI::ult, p, end), [&] {
+          Value pair = k.loadIndex(ws, word(permAt, p));
+          tile.storePair(ws, k.iadd(k.imul(pair, k.c(h)), k.iadd(c0, c)), k.f32,
+                         v0, v1);
+        });
+      });
+    }
+    g.sync();
   });
 }
 
@@ -1768,18 +2072,18 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
 }
 
 int64_t msac::kernels::gpuKernelParts(Operation *op) {
-  return isa<msa::MoEExpertsOp, msa::MoERouterOp, msa::SparseAttentionOp,
-             msa::DenseAttentionOp>(op)
+  if (isa<msa::MoEExpertsOp>(op))
+    return 4;
+  return isa<msa::MoERouterOp, msa::SparseAttentionOp, msa::DenseAttentionOp>(
+             op)
              ? 2
              : 1;
 }
 
 GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
   if (auto moe = dyn_cast<msa::MoEExpertsOp>(op)) {
-    // The activations of every (slot, channel), no counters.
-    return {shapeOf(moe.getRoutingWeights())[1] *
-                shapeOf(moe.getGateWeights())[1],
-            0};
+    // See moeWorkspacePerToken; no counters.
+    return {moeWorkspacePerToken(moe), 0};
   }
   if (auto router = dyn_cast<msa::MoERouterOp>(op))
     return {shapeOf(router.getGateWeight())[0], 0}; // the scores
@@ -1790,7 +2094,11 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
 }
 
 bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
-  return hasGpuKernel(op, threads) && linearTileFits(op, threads);
+  if (!hasGpuKernel(op, threads))
+    return false;
+  if (auto moe = dyn_cast<msa::MoEExpertsOp>(op))
+    return moeExpertsTileFits(moe, threads);
+  return linearTileFits(op, threads);
 }
 
 void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
@@ -1811,19 +2119,19 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         else
           attentionCombineKernel(g, o);
       })
-      .Case([&](msa::LinearOp o) {
+      .Case<msa::LinearOp, msa::LogitsOp>([&](Operation *o) {
         if (!wgmma || !linearTileFits(o, threads)) {
           rowsDotKernel(g, o);
           return;
         }
         // Chosen per step: the launch and grid stay the same.
-        Value T = k.scalar(0);
+        const bool logits = isa<msa::LogitsOp>(o);
+        Value rows = k.scalar(logits ? 1 : 0);
+        const int64_t n = shapeOf(o->getOperand(logits ? 2 : 1))[0];
         g.ifElse(
-            k.icmp(CmpI::sge, T,
-                   k.c(linearTileMinTokens(shapeOf(o.getWeight())[0]))),
-            {},
+            k.icmp(CmpI::sge, rows, k.c(linearTileMinTokens(n))), {},
             [&]() -> SmallVector<Value> {
-              linearTileKernel(g, o, T);
+              linearTileKernel(g, o, rows);
               return {};
             },
             [&]() -> SmallVector<Value> {
@@ -1831,8 +2139,24 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
               return {};
             });
       })
-      .Case([&](msa::LogitsOp o) { rowsDotKernel(g, o); })
-      .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(g, o, part); })
+      .Case([&](msa::MoEExpertsOp o) {
+        if (!wgmma || !moeExpertsTileFits(o, threads)) {
+          moeExpertsKernel(g, o, part);
+          return;
+        }
+        // Chosen per step, as for msa.linear.
+        Value T = k.scalar(0);
+        g.ifElse(
+            k.icmp(CmpI::sge, T, k.c(moeTileMinTokens(o))), {},
+            [&]() -> SmallVector<Value> {
+              moeTileKernel(g, o, part, T);
+              return {};
+            },
+            [&]() -> SmallVector<Value> {
+              moeExpertsKernel(g, o, part);
+              return {};
+            });
+      })
       .Case([&](msa::MoERouterOp o) { moeRouterKernel(g, o, part); })
       .Case([&](msa::RMSNormOp o) { rmsNormKernel(g, o); })
       .Case([&](msa::EmbeddingOp o) { embeddingKernel(g, o); })
