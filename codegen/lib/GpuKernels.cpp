@@ -1152,22 +1152,28 @@ bool rowsDotFits(Operation *op, int64_t threads) {
          (xe.isBF16() || xe.isF32());
 }
 
+/// The operands of rowsDot: out [R, nOut] (type oe) = x [*, inner] (type
+/// xe; row r is x[idx[r]] with a gather, else x[r]) times the weight rows
+/// (type we) that `wRow(j)` locates as (generic pointer, element offset).
+struct RowsDotArgs {
+  Value x, idx, out, R;
+  Type xe, we, oe;
+  int64_t inner, nOut;
+  std::function<std::pair<Value, Value>(Value j)> wRow;
+};
+
 /// out[r, j] = x[row(r)] . w[j] for r < R, j < Nout. One warp per
 /// (tile of rows, j): lanes stride over the inner dimension (8 channels
 /// each with 16-byte loads when it is a multiple of 256, several steps'
 /// loads in flight), then a butterfly sum. Tiles are kRowTile rows, or one
 /// row when R = 1 (decode of one sequence, the LM head of one sequence).
-void rowsDotKernel(GK &g, Operation *op) {
+void rowsDot(GK &g, const RowsDotArgs &args) {
   KB &k = g.k;
-  const bool logits = isa<msa::LogitsOp>(op);
-  Value x = k.ptr(0), idx = logits ? k.ptr(1) : Value(),
-        w = k.ptr(logits ? 2 : 1), out = k.ptr(logits ? 3 : 2);
-  Value wv = op->getOperand(logits ? 2 : 1);
-  const int64_t inner = shapeOf(wv)[1], nOut = shapeOf(wv)[0];
-  Type xe = elementOf(op->getOperand(0)), we = elementOf(wv),
-       oe = elementOf(op->getResult(0));
+  Value x = args.x, idx = args.idx, out = args.out, R = args.R;
+  const bool logits = static_cast<bool>(idx);
+  const int64_t inner = args.inner, nOut = args.nOut;
+  Type xe = args.xe, we = args.we, oe = args.oe;
   const bool vec = inner % (kWarp * 8) == 0;
-  Value R = k.scalar(logits ? 1 : 0);
   auto emitTiles = [&](int64_t tile) {
     Value tiles = k.idiv(k.iadd(R, k.c(tile - 1)), k.c(tile));
     g.warpLoop(k.imul(tiles, k.c(nOut)), [&](Value item) {
@@ -1180,7 +1186,8 @@ void rowsDotKernel(GK &g, Operation *op) {
         Value src = logits ? k.loadIndex(idx, row) : row;
         xOff.push_back(k.imul(src, k.c(inner)));
       }
-      Value wOff = k.imul(j, k.c(inner));
+      std::pair<Value, Value> wAt = args.wRow(j);
+      Value w = wAt.first, wOff = wAt.second;
       SmallVector<Value> init(tile, k.cf(0));
       SmallVector<Value> acc;
       if (vec) {
@@ -1241,6 +1248,29 @@ void rowsDotKernel(GK &g, Operation *op) {
         emitTiles(kRowTile);
         return SmallVector<Value>{};
       });
+}
+
+/// msa.linear or msa.logits as rowsDot.
+void rowsDotKernel(GK &g, Operation *op) {
+  KB &k = g.k;
+  const bool logits = isa<msa::LogitsOp>(op);
+  Value wv = op->getOperand(logits ? 2 : 1);
+  RowsDotArgs args;
+  args.x = k.ptr(0);
+  args.idx = logits ? k.ptr(1) : Value();
+  Value w = k.ptr(logits ? 2 : 1);
+  args.out = k.ptr(logits ? 3 : 2);
+  args.inner = shapeOf(wv)[1];
+  args.nOut = shapeOf(wv)[0];
+  args.xe = elementOf(op->getOperand(0));
+  args.we = elementOf(wv);
+  args.oe = elementOf(op->getResult(0));
+  args.R = k.scalar(logits ? 1 : 0);
+  const int64_t inner = args.inner;
+  args.wRow = [&k, w, inner](Value j) -> std::pair<Value, Value> {
+    return {w, k.imul(j, k.c(inner))};
+  };
+  rowsDot(g, args);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1862,6 +1892,340 @@ void moeTileKernel(GK &g, msa::MoEExpertsOp op, int64_t part, Value T) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// Attention prologue: QKV projection, per-head norms, RoPE, cache inserts
+//===----------------------------------------------------------------------===//
+
+/// msa.attention_prologue as its GPU kernels see it: five branches (q, k,
+/// v, index_q, index_k; the last two only with the index branch) of heads
+/// of kTileN channels, laid end to end as one projection of
+/// `totalHeads * kTileN` output channels ("global head" gh of the
+/// concatenation is local head gh - start[kind] of branch `kind`).
+struct PrologueShape {
+  enum Kind { Q, K, V, IQ, IK, kKinds };
+  explicit PrologueShape(msa::AttentionPrologueOp op)
+      : op(op), hasIndex(static_cast<bool>(op.getIndexQWeight())),
+        hidden(shapeOf(op.getInput())[1]), act(elementOf(op.getInput())) {
+    msa::PagedCacheType kv = op.getKeyCache().getType();
+    heads[Q] = shapeOf(op.getQ())[1];
+    heads[K] = heads[V] = kv.getHeads();
+    heads[IQ] = hasIndex ? shapeOf(op.getIndexQ())[1] : 0;
+    heads[IK] = hasIndex ? 1 : 0;
+    for (int kind = 0; kind < kKinds; ++kind) {
+      start[kind] = totalHeads;
+      totalHeads += heads[kind];
+    }
+  }
+  /// The weight, norm weight (null for v) and head dimension operands of
+  /// branch `kind`.
+  Value weight(int kind) const {
+    Value w[] = {op.getQWeight(), op.getKWeight(), op.getVWeight(),
+                 op.getIndexQWeight(), op.getIndexKWeight()};
+    return w[kind];
+  }
+  Value norm(int kind) const {
+    Value n[] = {op.getQNormWeight(), op.getKNormWeight(), Value(),
+                 op.getIndexQNormWeight(), op.getIndexKNormWeight()};
+    return n[kind];
+  }
+  int64_t headDim(int kind) const {
+    if (kind == Q)
+      return shapeOf(op.getQ())[2];
+    if (kind == IQ)
+      return shapeOf(op.getIndexQ())[2];
+    if (kind == IK)
+      return op.getIndexCache().getType().getHeadDim();
+    return op.getKeyCache().getType().getHeadDim();
+  }
+  int kinds() const { return hasIndex ? kKinds : IQ; }
+
+  mutable msa::AttentionPrologueOp op; // accessors are not const
+  bool hasIndex;
+  int64_t hidden;
+  Type act;
+  int64_t heads[kKinds], start[kKinds], totalHeads = 0;
+};
+
+/// True when msa.attention_prologue has GPU kernels: bf16 activations and
+/// weights, heads of kTileN channels in every branch (the tile holds one
+/// head, so the norm and RoPE see a whole head), bf16 or f32 caches, a
+/// rotated half of whole 8-channel groups (RoPE pairs then sit in one
+/// thread's accumulators), H a multiple of 256.
+bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
+  if (threads != wgmma::kThreads)
+    return false;
+  const PrologueShape s(op);
+  if (!s.act.isBF16() || !elementOf(op.getQ()).isBF16() ||
+      s.hidden % (kWarp * 8) != 0 || s.hidden % kChunkK != 0)
+    return false;
+  for (int kind = 0; kind < s.kinds(); ++kind) {
+    if (!elementOf(s.weight(kind)).isBF16() || s.headDim(kind) != kTileN)
+      return false;
+    if (Value n = s.norm(kind)) {
+      Type ne = elementOf(n);
+      if (!ne.isBF16() && !ne.isF32())
+        return false;
+    }
+  }
+  SmallVector<msa::PagedCacheType> caches = {op.getKeyCache().getType()};
+  if (s.hasIndex)
+    caches.push_back(op.getIndexCache().getType());
+  for (msa::PagedCacheType c : caches)
+    if (!c.getElementType().isBF16() && !c.getElementType().isF32())
+      return false;
+  const int64_t r = op.getRotaryDim();
+  return r % 16 == 0 && r <= kTileN;
+}
+
+/// The operands of the prologue's GPU kernels (buffer order of the host
+/// kernel, then the FP32 workspace [T, totalHeads * kTileN]).
+struct PrologueBuffers {
+  PrologueBuffers(KB &k, const PrologueShape &s) {
+    in = k.ptr(0);
+    w[PrologueShape::Q] = k.ptr(1);
+    w[PrologueShape::K] = k.ptr(2);
+    w[PrologueShape::V] = k.ptr(3);
+    norm[PrologueShape::Q] = k.ptr(4);
+    norm[PrologueShape::K] = k.ptr(5);
+    cache[PrologueShape::K] = k.ptr(6);
+    cache[PrologueShape::V] = k.ptr(7);
+    table = k.ptr(8);
+    seqs = k.ptr(9);
+    pos = k.ptr(10);
+    if (s.hasIndex) {
+      w[PrologueShape::IQ] = k.ptr(11);
+      w[PrologueShape::IK] = k.ptr(12);
+      norm[PrologueShape::IQ] = k.ptr(13);
+      norm[PrologueShape::IK] = k.ptr(14);
+      cache[PrologueShape::IK] = k.ptr(15);
+      out[PrologueShape::Q] = k.ptr(16);
+      out[PrologueShape::IQ] = k.ptr(17);
+      ws = k.ptr(18);
+    } else {
+      out[PrologueShape::Q] = k.ptr(11);
+      ws = k.ptr(12);
+    }
+  }
+  Value in, table, seqs, pos, ws;
+  Value w[PrologueShape::kKinds], norm[PrologueShape::kKinds],
+      cache[PrologueShape::kKinds], out[PrologueShape::kKinds];
+};
+
+/// The epilogue of one (64-token tile at row0, head) item of branch `kind`
+/// (local head `head`), from this thread's values in the wgmma accumulator
+/// layout (`value(i)`: the FP32 projection of accumulatorRow(i, tid),
+/// accumulatorCol(i, tid)): rounds to the activation type; for normed
+/// branches the per-head RMSNorm (sum of squares over the quad that holds
+/// a row) and the NeoX RoPE (channel c < rotary_dim / 2 with c +
+/// rotary_dim / 2, both in this thread), each rounded again as the unfused
+/// kernels do; then q / index_q go to their activations and k / v /
+/// index_k into the caches at (block_table[seq, p / page], p % page).
+void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
+                      int kind, Value head, Value row0, Value T,
+                      const std::function<Value(int64_t)> &value) {
+  KB &k = g.k;
+  msa::AttentionPrologueOp op = s.op;
+  const int64_t d = kTileN, r = op.getRotaryDim(), half = r / 2;
+  const bool normed = kind != PrologueShape::V;
+  Type ne = normed ? elementOf(s.norm(kind)) : Type();
+  Value table;
+  if (normed) {
+    const double theta = op.getTheta().convertToDouble();
+    SmallVector<float> inv;
+    for (int64_t i = 0; i < half; ++i)
+      inv.push_back(static_cast<float>(std::pow(theta, -2.0 * i / r)));
+    table = g.constantTable(inv);
+  }
+  Value quad = k.irem(g.lane, k.c(4));
+  Value rowBase = k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4)));
+  for (int64_t hf = 0; hf < 2; ++hf) {
+    Value t = k.iadd(row0, k.iadd(rowBase, k.c(8 * hf)));
+    Value valid = k.icmp(CmpI::ult, t, T);
+    Value tc = g.imin(t, k.iadd(T, k.c(-1)));
+    // vals[2 j + e]: channel 8 j + 2 quad + e.
+    SmallVector<Value> vals, cols;
+    for (int64_t j = 0; j < d / 8; ++j)
+      for (int64_t e = 0; e < 2; ++e) {
+        vals.push_back(g.roundTo(value(4 * j + 2 * hf + e), s.act));
+        cols.push_back(k.iadd(k.imul(quad, k.c(2)), k.c(8 * j + e)));
+      }
+    if (normed) {
+      Value ss = k.cf(0);
+      for (Value v : vals)
+        ss = k.add(ss, k.mul(v, v));
+      for (int64_t off : {1, 2})
+        ss = k.add(ss, g.shflXor(ss, off));
+      Value inv = rmsInverse(k, ss, d, op.getEps().convertToFloat());
+      for (size_t i = 0; i < vals.size(); ++i)
+        vals[i] = g.roundTo(rmsNormValue(k, vals[i], inv,
+                                         k.loadF(b.norm[kind], cols[i], ne),
+                                         op.getUnitOffset()),
+                            s.act);
+      Value p = arith::SIToFPOp::create(
+          k.b, k.loc, k.f32,
+          arith::IndexCastOp::create(k.b, k.loc, k.i64,
+                                     k.loadIndex(b.pos, tc)));
+      for (int64_t i = 0; i < half / 4; ++i) { // channels below half
+        const int64_t partner = i + half / 4;  // channel + half
+        Value angle = k.mul(p, k.loadF(table, cols[i], k.f32));
+        Value cs = math::CosOp::create(k.b, k.loc, angle);
+        Value sn = math::SinOp::create(k.b, k.loc, angle);
+        Value a = vals[i], bb = vals[partner];
+        vals[i] = g.roundTo(k.sub(k.mul(a, cs), k.mul(bb, sn)), s.act);
+        vals[partner] = g.roundTo(k.add(k.mul(bb, cs), k.mul(a, sn)), s.act);
+      }
+    }
+    k.ifThen(valid, [&] {
+      Value dst, target = b.out[kind];
+      Type te = s.act;
+      if (kind == PrologueShape::Q || kind == PrologueShape::IQ) {
+        dst = k.imul(k.iadd(k.imul(t, k.c(s.heads[kind])), head), k.c(d));
+      } else {
+        msa::PagedCacheType type = kind == PrologueShape::IK
+                                       ? op.getIndexCache().getType()
+                                       : op.getKeyCache().getType();
+        Value p = k.loadIndex(b.pos, t);
+        Value phys = pageOf(k, b.table, k.loadIndex(b.seqs, t),
+                            k.idiv(p, k.c(type.getPageSize())));
+        dst = cacheOffset(k, phys, head, k.irem(p, k.c(type.getPageSize())),
+                          type);
+        target = b.cache[kind];
+        te = type.getElementType();
+      }
+      for (size_t i = 0; i < vals.size(); ++i)
+        k.storeF(target, k.iadd(dst, cols[i]), vals[i], te);
+    });
+  }
+}
+
+/// Fewest tokens of a step for which the prologue takes the fused tile
+/// GEMM (as msa.linear with all the branches' channels).
+int64_t prologueTileMinTokens(const PrologueShape &s) {
+  return linearTileMinTokens(s.totalHeads * kTileN);
+}
+
+/// Calls body(kind, local head) in the branch of global head `gh`.
+void prologueByKind(GK &g, const PrologueShape &s, Value gh,
+                    const std::function<void(int, Value)> &body) {
+  KB &k = g.k;
+  std::function<void(int)> from = [&](int kind) {
+    if (kind + 1 == s.kinds()) {
+      body(kind, g.isub(gh, k.c(s.start[kind])));
+      return;
+    }
+    g.ifElse(
+        k.icmp(CmpI::ult, gh, k.c(s.start[kind + 1])), {},
+        [&]() -> SmallVector<Value> {
+          body(kind, g.isub(gh, k.c(s.start[kind])));
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          from(kind + 1);
+          return {};
+        });
+  };
+  from(0);
+}
+
+/// The fused path (sm_90a, steps of at least prologueTileMinTokens
+/// tokens), part 0: work items (64-token tile, global head), token tiles
+/// fastest; the tile GEMM of x with the head's kTileN weight rows, then
+/// prologueEpilogue straight from the accumulators (the projection never
+/// reaches memory).
+void prologueTileKernel(GK &g, const PrologueShape &s, Value T) {
+  KB &k = g.k;
+  PrologueBuffers b(k, s);
+  TileGemm tile(g, s.hidden);
+  Value x = tile.global(b.in);
+  Value w[PrologueShape::kKinds];
+  for (int kind = 0; kind < s.kinds(); ++kind)
+    w[kind] = tile.global(b.w[kind]);
+  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
+  Value lastRow = k.iadd(T, k.c(-1));
+  auto rowPtr = [&](Value base, Value row) {
+    return LLVM::GEPOp::create(k.b, k.loc, base.getType(), k.i16, base,
+                               ValueRange{k.toI64(k.imul(row, k.c(s.hidden)))});
+  };
+  g.ctaLoop(k.imul(mTiles, k.c(s.totalHeads)), [&](Value item) {
+    Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
+    Value gh = k.idiv(item, mTiles);
+    // The branch's weight and first row of the head (uniform per item).
+    Value base = w[0], first = k.imul(gh, k.c(kTileN));
+    for (int kind = 1; kind < s.kinds(); ++kind) {
+      Value in = k.icmp(CmpI::uge, gh, k.c(s.start[kind]));
+      base = LLVM::SelectOp::create(k.b, k.loc, in, w[kind], base);
+      first = k.select(in, k.imul(g.isub(gh, k.c(s.start[kind])), k.c(kTileN)),
+                       first);
+    }
+    TileRows rows;
+    rows.aRow = [&](Value r) -> std::pair<Value, Value> {
+      Value row = k.iadd(row0, r);
+      return {rowPtr(x, g.imin(row, lastRow)), k.icmp(CmpI::ult, row, T)};
+    };
+    rows.bRow = [&](Value r) { return rowPtr(base, k.iadd(first, r)); };
+    Value acc = tile.run(rows);
+    prologueByKind(g, s, gh, [&](int kind, Value head) {
+      prologueEpilogue(g, s, b, kind, head, row0, T, [&](int64_t i) -> Value {
+        return LLVM::ExtractValueOp::create(k.b, k.loc, acc, i);
+      });
+    });
+    g.sync();
+  });
+}
+
+/// The unfused-projection path (steps below the tile threshold, and
+/// targets without wgmma). Part 0: the projection of every branch into
+/// the FP32 workspace ws[t, gh * kTileN + c] by the warp matrix-vector
+/// product (rowsDot over the concatenated weights). Part 1: work items
+/// (64-token tile, global head) run prologueEpilogue on the workspace
+/// rows in the tile GEMM's accumulator layout.
+void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
+  KB &k = g.k;
+  PrologueBuffers b(k, s);
+  const int64_t n = s.totalHeads * kTileN;
+  if (part == 0) {
+    RowsDotArgs args;
+    args.x = b.in;
+    args.out = b.ws;
+    args.R = T;
+    args.xe = s.act;
+    args.we = s.act;
+    args.oe = k.f32;
+    args.inner = s.hidden;
+    args.nOut = n;
+    args.wRow = [&](Value j) -> std::pair<Value, Value> {
+      Value gh = k.idiv(j, k.c(kTileN));
+      Value base = b.w[0], first = j;
+      for (int kind = 1; kind < s.kinds(); ++kind) {
+        Value in = k.icmp(CmpI::uge, gh, k.c(s.start[kind]));
+        base = LLVM::SelectOp::create(k.b, k.loc, in, b.w[kind], base);
+        first = k.select(in, g.isub(j, k.c(s.start[kind] * kTileN)), first);
+      }
+      return {base, k.imul(first, k.c(s.hidden))};
+    };
+    rowsDot(g, args);
+    return;
+  }
+  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
+  Value lastRow = k.iadd(T, k.c(-1));
+  g.ctaLoop(k.imul(mTiles, k.c(s.totalHeads)), [&](Value item) {
+    Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
+    Value gh = k.idiv(item, mTiles);
+    prologueByKind(g, s, gh, [&](int kind, Value head) {
+      prologueEpilogue(g, s, b, kind, head, row0, T, [&](int64_t i) -> Value {
+        Value row = k.iadd(row0, k.iadd(k.imul(g.warp, k.c(16)),
+                                        k.iadd(k.idiv(g.lane, k.c(4)),
+                                               k.c(8 * ((i / 2) % 2)))));
+        Value col = k.iadd(k.imul(k.irem(g.lane, k.c(4)), k.c(2)),
+                           k.c(8 * (i / 4) + i % 2));
+        Value at = k.iadd(k.imul(g.imin(row, lastRow), k.c(n)),
+                          k.iadd(k.imul(gh, k.c(kTileN)), col));
+        return k.loadF(b.ws, at, k.f32);
+      });
+    });
+  });
+}
+
 bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
   Type ie = elementOf(op.getInput()), ge = elementOf(op.getGateWeight());
   return (ie.isBF16() || ie.isF32()) && (ge.isBF16() || ge.isF32()) &&
@@ -2054,6 +2418,8 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
           [&](Operation *o) { return rowsDotFits(o, threads); })
       .Case([&](msa::MoEExpertsOp o) { return moeExpertsFits(o); })
       .Case([&](msa::MoERouterOp o) { return moeRouterFits(o, threads); })
+      .Case(
+          [&](msa::AttentionPrologueOp o) { return prologueFits(o, threads); })
       .Case<msa::RMSNormOp, msa::EmbeddingOp, msa::KVCacheInsertOp,
             msa::RoPEOp>([&](Operation *o) {
         for (Value v : o->getOperands())
@@ -2074,8 +2440,8 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
 int64_t msac::kernels::gpuKernelParts(Operation *op) {
   if (isa<msa::MoEExpertsOp>(op))
     return 4;
-  return isa<msa::MoERouterOp, msa::SparseAttentionOp, msa::DenseAttentionOp>(
-             op)
+  return isa<msa::MoERouterOp, msa::AttentionPrologueOp, msa::SparseAttentionOp,
+             msa::DenseAttentionOp>(op)
              ? 2
              : 1;
 }
@@ -2087,6 +2453,9 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
   }
   if (auto router = dyn_cast<msa::MoERouterOp>(op))
     return {shapeOf(router.getGateWeight())[0], 0}; // the scores
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
+    // The projection on the warp path.
+    return {PrologueShape(prologue).totalHeads * kTileN, 0};
   if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
     return {};
   AttentionShape s = attentionShape(op);
@@ -2098,6 +2467,8 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
     return false;
   if (auto moe = dyn_cast<msa::MoEExpertsOp>(op))
     return moeExpertsTileFits(moe, threads);
+  if (isa<msa::AttentionPrologueOp>(op))
+    return true; // prologueFits
   return linearTileFits(op, threads);
 }
 
@@ -2158,6 +2529,27 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
             });
       })
       .Case([&](msa::MoERouterOp o) { moeRouterKernel(g, o, part); })
+      .Case([&](msa::AttentionPrologueOp o) {
+        const PrologueShape s(o);
+        Value T = k.scalar(0);
+        if (!wgmma) {
+          prologueWarpKernel(g, s, part, T);
+          return;
+        }
+        // Chosen per step, as for msa.linear; part 1 has no work on the
+        // tile path.
+        g.ifElse(
+            k.icmp(CmpI::sge, T, k.c(prologueTileMinTokens(s))), {},
+            [&]() -> SmallVector<Value> {
+              if (part == 0)
+                prologueTileKernel(g, s, T);
+              return {};
+            },
+            [&]() -> SmallVector<Value> {
+              prologueWarpKernel(g, s, part, T);
+              return {};
+            });
+      })
       .Case([&](msa::RMSNormOp o) { rmsNormKernel(g, o); })
       .Case([&](msa::EmbeddingOp o) { embeddingKernel(g, o); })
       .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(g, o); })
