@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 using namespace mlir;
 using namespace msac;
@@ -784,50 +785,38 @@ AttentionShape attentionShape(Operation *op) {
   return s;
 }
 
-/// One 16-key group `grp` of block `blk` for this warp: S = Q K^T, online
-/// softmax update of (max, partial sum) per row, O = O * alpha + P V.
-/// `st` is (O fragments, max r, max r+8, sum r, sum r+8).
-///
-/// The k positions of S = Q K^T are assigned to channels so that lane
-/// (row n, quad q) reads words [q W, q W + W) of key n (W = D / 8); the O
-/// tile columns so that lane (n, q) reads channels [n D/8, (n+1) D/8) of a
-/// V row: every lane reads contiguous 16-byte pieces, all issued before the
-/// first mma. `qa` follows the same assignment.
-SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
-                                  Value blk, Value phys, Value p, Value kvHead,
-                                  msa::PagedCacheType type, Value kc, Value vc,
-                                  ArrayRef<SmallVector<Value>> qa, float scale,
-                                  ValueRange st) {
+/// The fragment words one warp's mma tiles take from a 16-key group: `kw[nt]`
+/// the K words of key key0 + nt * 8 + row, `vw[i]` the V words of key
+/// key0 + 2 quad + {0, 1, 8, 9}[i] (lane (row, quad); see attentionGroup for
+/// which words).
+struct GroupWords {
+  SmallVector<SmallVector<Value>> kw, vw;
+};
+
+/// The key offsets of a lane's four V rows in a 16-key group (plus 2 quad).
+constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
+
+/// One 16-key group of block `blk` (keys key0 .. key0 + 15 of the block) for
+/// this warp, from its fragment words: S = Q K^T, online softmax update of
+/// (max, partial sum) per row, O = O * alpha + P V, for a token at position
+/// `p`. `st` is (O fragments, max r, max r+8, sum r, sum r+8).
+SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
+                                      Value key0, Value blk, Value p,
+                                      GroupWords words,
+                                      ArrayRef<SmallVector<Value>> qa,
+                                      float scale, ValueRange st) {
   KB &k = g.k;
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
-  const int64_t kWords = d / 8, vWords = d / 16;
-  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value quad = k.irem(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
-  Value key0 = k.imul(grp, k.c(16)); // slot of the group's first key
-  auto rowWord = [&](Value key) {
-    return k.idiv(cacheOffset(k, phys, kvHead, key, type), k.c(2));
-  };
-  // Loads: K words of keys key0 + row and key0 + 8 + row; V channels of
-  // keys key0 + 2q, +1, +8, +9.
-  SmallVector<SmallVector<Value>> kw;
-  for (int64_t nt = 0; nt < 2; ++nt)
-    kw.push_back(
-        g.loadWords(kc,
-                    k.iadd(rowWord(k.iadd(key0, k.iadd(k.c(nt * 8), row))),
-                           k.imul(quad, k.c(kWords))),
-                    kWords, kWords % 4 == 0));
-  SmallVector<SmallVector<Value>> vw;
-  for (int64_t dk : {0, 1, 8, 9}) {
-    Value key = k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))));
-    SmallVector<Value> words =
-        g.loadWords(vc, k.iadd(rowWord(key), k.imul(row, k.c(vWords))), vWords,
-                    vWords % 4 == 0);
-    // Values of keys past the position are never read by the host; zero
-    // them so that P = 0 times a stale Inf or NaN stays 0.
+  SmallVector<SmallVector<Value>> &kw = words.kw, &vw = words.vw;
+  // Values of keys past the position are never read by the host; zero them
+  // so that P = 0 times a stale Inf or NaN stays 0.
+  for (int64_t i = 0; i < 4; ++i) {
+    Value key = k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
     Value visible = k.icmp(CmpI::sle, k.iadd(k.imul(blk, k.c(s.page)), key), p);
-    for (Value &w : words)
+    for (Value &w : vw[i])
       w = k.select(visible, w, g.ci32(0));
-    vw.push_back(words);
   }
   // S fragments of the two 8-key tiles.
   SmallVector<Value> sv; // [tile][4]
@@ -905,6 +894,169 @@ SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
   return out;
 }
 
+/// One 16-key group `grp` of block `blk` for this warp, K and V read from the
+/// cache page `phys` in global memory.
+///
+/// The k positions of S = Q K^T are assigned to channels so that lane
+/// (row n, quad q) reads words [q W, q W + W) of key n (W = D / 8); the O
+/// tile columns so that lane (n, q) reads channels [n D/8, (n+1) D/8) of a
+/// V row: every lane reads contiguous 16-byte pieces, all issued before the
+/// first mma. `qa` follows the same assignment.
+SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
+                                  Value blk, Value phys, Value p, Value kvHead,
+                                  msa::PagedCacheType type, Value kc, Value vc,
+                                  ArrayRef<SmallVector<Value>> qa, float scale,
+                                  ValueRange st) {
+  KB &k = g.k;
+  const int64_t d = s.d, kWords = d / 8, vWords = d / 16;
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value key0 = k.imul(grp, k.c(16)); // slot of the group's first key
+  auto rowWord = [&](Value key) {
+    return k.idiv(cacheOffset(k, phys, kvHead, key, type), k.c(2));
+  };
+  // Loads: K words of keys key0 + row and key0 + 8 + row; V channels of
+  // keys key0 + 2q, +1, +8, +9.
+  GroupWords words;
+  for (int64_t nt = 0; nt < 2; ++nt)
+    words.kw.push_back(
+        g.loadWords(kc,
+                    k.iadd(rowWord(k.iadd(key0, k.iadd(k.c(nt * 8), row))),
+                           k.imul(quad, k.c(kWords))),
+                    kWords, kWords % 4 == 0));
+  for (int64_t dk : kVKeys) {
+    Value key = k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))));
+    words.vw.push_back(
+        g.loadWords(vc, k.iadd(rowWord(key), k.imul(row, k.c(vWords))), vWords,
+                    vWords % 4 == 0));
+  }
+  return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
+                            st);
+}
+
+/// A 16-key group staged in shared memory (the multi-token attention path):
+/// its 16 K rows, then its 16 V rows, D bf16 each, in 16-byte pieces.
+int64_t stagedGroupBytes(int64_t d) { return 2 * 16 * d * 2; }
+
+/// Piece position of 16-byte piece `c` of staged K (or V, `isV`) row `n`
+/// (0..15). An XOR on the piece index, within aligned groups of 4 (K) or 8
+/// (V) pieces, so that the fragment reads of attentionGroupMath's channel
+/// assignment hit 8 distinct 16-byte bank groups per 8 lanes (one shared
+/// memory wavefront of 16-byte loads) for D = 64 and 128: lanes (row, quad)
+/// read piece quad D/32 + j of K row (nt 8 + row), and piece row D/64 + j of
+/// V row (2 quad + {0, 1, 8, 9}). Other D keep the plain layout.
+Value stagedPiece(KB &k, int64_t d, bool isV, Value n, Value c) {
+  const int64_t pieces = d / 8;
+  auto bit = [&](Value v, int64_t b) {
+    return k.irem(k.idiv(v, k.c(int64_t(1) << b)), k.c(2));
+  };
+  Value mask;
+  if (pieces == 16)
+    mask = isV ? k.iadd(bit(n, 1), k.imul(bit(n, 2), k.c(4)))
+               : k.iadd(bit(n, 0), k.imul(bit(c, 3), k.c(2)));
+  else if (pieces == 8)
+    mask = isV ? k.imul(k.irem(k.idiv(n, k.c(2)), k.c(4)), k.c(2)) : bit(n, 0);
+  else
+    return c;
+  return arith::XOrIOp::create(k.b, k.loc, c, mask);
+}
+
+/// `count` 32-bit words of staged K (or V) row `n` from word `w0`, the rows
+/// at byte `base` of the shared array `smem` (16-byte loads when
+/// `aligned16`: w0 and count multiples of 4).
+SmallVector<Value> stagedWords(GK &g, Value smem, Value base, int64_t d,
+                               bool isV, Value n, Value w0, int64_t count,
+                               bool aligned16) {
+  KB &k = g.k;
+  auto sharedT = LLVM::LLVMPointerType::get(k.b.getContext(), 3);
+  Value rowAt = k.iadd(base, k.imul(n, k.c(2 * d)));
+  auto at = [&](Value byte) {
+    return LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+                               ValueRange{k.toI64(byte)});
+  };
+  SmallVector<Value> out;
+  if (aligned16) {
+    auto vec = VectorType::get({4}, k.i32);
+    for (int64_t j = 0; j < count / 4; ++j) {
+      Value c = k.iadd(k.idiv(w0, k.c(4)), k.c(j));
+      Value piece = stagedPiece(k, d, isV, n, c);
+      Value x = LLVM::LoadOp::create(
+          k.b, k.loc, vec, at(k.iadd(rowAt, k.imul(piece, k.c(16)))), 16);
+      for (int64_t e = 0; e < 4; ++e)
+        out.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+    }
+    return out;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    Value w = k.iadd(w0, k.c(i));
+    Value piece = stagedPiece(k, d, isV, n, k.idiv(w, k.c(4)));
+    Value byte = k.iadd(k.iadd(rowAt, k.imul(piece, k.c(16))),
+                        k.imul(k.irem(w, k.c(4)), k.c(4)));
+    out.push_back(LLVM::LoadOp::create(k.b, k.loc, k.i32, at(byte), 4));
+  }
+  return out;
+}
+
+/// Copies the 16 keys from slot `key0` of cache page `phys` (KV head
+/// `kvHead`) into the stage at byte `stage` of `smem`: K rows then V rows,
+/// one cp.async of 16 bytes per piece, pieces tid, tid + threads, ...
+/// `kg` and `vg` are the caches as global-space pointers.
+void stageGroup(GK &g, Value smem, Value stage, msa::PagedCacheType type,
+                Value kg, Value vg, Value phys, Value kvHead, Value key0) {
+  KB &k = g.k;
+  MLIRContext *ctx = k.b.getContext();
+  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+  auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+  const int64_t d = type.getHeadDim(), pieces = d / 8, total = 16 * pieces;
+  for (int64_t arr = 0; arr < 2; ++arr)
+    for (int64_t i = 0; i * g.threads < total; ++i) {
+      Value l = k.iadd(g.tid, k.c(i * g.threads));
+      auto copy = [&] {
+        Value n = k.idiv(l, k.c(pieces)), c = k.irem(l, k.c(pieces));
+        Value from = LLVM::GEPOp::create(
+            k.b, k.loc, globalT, k.i16, arr ? vg : kg,
+            ValueRange{k.toI64(
+                k.iadd(cacheOffset(k, phys, kvHead, k.iadd(key0, n), type),
+                       k.imul(c, k.c(8))))});
+        Value byte =
+            k.iadd(k.iadd(stage, k.c(arr * 16 * d * 2)),
+                   k.iadd(k.imul(n, k.c(2 * d)),
+                          k.imul(stagedPiece(k, d, arr == 1, n, c), k.c(16))));
+        Value to = LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(),
+                                       smem, ValueRange{k.toI64(byte)});
+        NVVM::CpAsyncOp::create(k.b, k.loc, to, from, 16,
+                                NVVM::LoadCacheModifierKind::CG, Value());
+      };
+      if ((i + 1) * g.threads > total)
+        k.ifThen(k.icmp(CmpI::ult, l, k.c(total)), copy);
+      else
+        copy();
+    }
+}
+
+/// attentionGroupMath on the group staged at byte `stage` of `smem` (the
+/// keys key0 .. key0 + 15 of block `blk`).
+SmallVector<Value> attentionGroupStaged(GK &g, const AttentionShape &s,
+                                        Value smem, Value stage, Value key0,
+                                        Value blk, Value p,
+                                        ArrayRef<SmallVector<Value>> qa,
+                                        float scale, ValueRange st) {
+  KB &k = g.k;
+  const int64_t d = s.d, kWords = d / 8, vWords = d / 16;
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value vStage = k.iadd(stage, k.c(16 * d * 2));
+  GroupWords words;
+  for (int64_t nt = 0; nt < 2; ++nt)
+    words.kw.push_back(
+        stagedWords(g, smem, stage, d, /*isV=*/false, k.iadd(k.c(nt * 8), row),
+                    k.imul(quad, k.c(kWords)), kWords, kWords % 4 == 0));
+  for (int64_t dk : kVKeys)
+    words.vw.push_back(stagedWords(
+        g, smem, vStage, d, /*isV=*/true, k.iadd(k.c(dk), k.imul(quad, k.c(2))),
+        k.imul(row, k.c(vWords)), vWords, vWords % 4 == 0));
+  return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
+                            st);
+}
+
 bool attentionFits(Operation *op, int64_t threads) {
   if (op->getNumResults() != 1 && !op->getResult(1).use_empty())
     return false;
@@ -927,14 +1079,30 @@ bool attentionFits(Operation *op, int64_t threads) {
 
 /// Work item (t, g, c): the query heads of KV head g of token t (the rows
 /// of a 16-row tensor-core tile; rows past the group are zero) over chunk c
-/// of the token's blocks. Each warp takes 16-key groups of every block of
-/// the chunk: S = Q K^T by mma.sync m16n8k16 (bf16 in, FP32 out) from
-/// registers (Q) and global memory (K), online softmax on the accumulator
-/// fragments, O += P V by mma.sync with P repacked from the S fragments.
-/// The warps' (O, max, sum) are combined in shared memory into the chunk's
-/// partial (unnormalized O, max, sum) in the workspace; part 1
+/// of the token's blocks, in one of two ways.
+///
+/// Per token: each warp takes 16-key groups of every block of the chunk:
+/// S = Q K^T by mma.sync m16n8k16 (bf16 in, FP32 out) from registers (Q)
+/// and global memory (K), online softmax on the accumulator fragments,
+/// O += P V by mma.sync with P repacked from the S fragments. The warps'
+/// (O, max, sum) are combined in shared memory into the chunk's partial
+/// (unnormalized O, max, sum) in the workspace; part 1
 /// (attentionCombineKernel) combines the chunks. P enters the P.V product
-/// as the sum of two bf16 terms (see attentionGroup).
+/// as the sum of two bf16 terms (see attentionGroupMath).
+///
+/// Several tokens (dense attention): the step's tokens form aligned runs of
+/// R = warps tokens (t0 = t - t mod R). When the run lies within the step,
+/// its tokens belong to one sequence and their positions lie in the same
+/// block (so they have the same blocks and the same chunk split), one CTA
+/// computes chunk c for all R tokens, one token per warp: it stages each
+/// 16-key group's K and V once in shared memory (cp.async, a ring of R
+/// groups) and every warp runs the per-token math on it, over all groups
+/// of the chunk in order, then writes its token's partial straight to the
+/// workspace. Of the run's R items for chunk c, the one with t mod R ==
+/// c mod R does it and the others skip; every other run (a decode step's
+/// tokens of different sequences, a run crossing a block or the step's end)
+/// takes the per-token way. The choice depends on the item alone, so any
+/// grid gives the same result, and the workspace layout is the same.
 void attentionKernel(GK &g, Operation *op) {
   KB &k = g.k;
   const bool sparse = isa<msa::SparseAttentionOp>(op);
@@ -952,25 +1120,19 @@ void attentionKernel(GK &g, Operation *op) {
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
   const int64_t groupsPerBlock = s.page / 16;
   Value T = k.scalar(0);
-  Value oS = g.shared(k.f32, g.warps * 16 * d);
+  // The warps' O tiles; the multi-token way stages its groups here first
+  // (warps x 16 x D floats hold `warps` staged groups of 64 D bytes).
+  Value oSmem = g.sharedSpace(k.f32, g.warps * 16 * d, 16);
+  Value oS = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, oSmem);
   Value mS = g.shared(k.f32, g.warps * 16), lS = g.shared(k.f32, g.warps * 16);
   Value negInf = k.cf(-INFINITY);
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value row8 = k.iadd(row, k.c(8));
 
-  // Tokens vary fastest: CTAs running at once take the same KV head and
-  // chunk of neighbouring tokens, whose keys (the same or close blocks in
-  // a prefill chunk) are then read from L2 instead of HBM.
-  g.ctaLoop(k.imul(T, k.c(s.hkv * s.chunks)), [&](Value w) {
-    Value t = k.irem(w, T);
-    Value kvHead = k.idiv(w, k.imul(T, k.c(s.chunks)));
-    Value chunk = k.irem(k.idiv(w, T), k.c(s.chunks));
-    Value p = k.loadIndex(pos, t);
-    Value seq = k.loadIndex(seqs, t);
-    Value qHead0 = k.imul(kvHead, k.c(s.group));
-    // Q fragments (A, row-major 16 x 16 per k-step): rows `row` and
-    // `row + 8` (query heads of the group; zero past it), the lane's D/8
-    // words (16-byte loads) in the k assignment of attentionGroup.
+  // Q fragments of token t (A, row-major 16 x 16 per k-step): rows `row`
+  // and `row + 8` (query heads of the group; zero past it), the lane's D/8
+  // words (16-byte loads) in the k assignment of attentionGroup.
+  auto queryFragments = [&](Value t, Value qHead0) {
     auto rowWords = [&](Value r) {
       Value inGroup = k.icmp(CmpI::ult, r, k.c(s.group));
       Value head = k.iadd(qHead0, g.imin(r, k.c(s.group - 1)));
@@ -986,6 +1148,59 @@ void attentionKernel(GK &g, Operation *op) {
     for (int64_t ks = 0; ks < kSteps; ++ks)
       qa.push_back(
           {qLo[2 * ks], qHi[2 * ks], qLo[2 * ks + 1], qHi[2 * ks + 1]});
+    return qa;
+  };
+  // Dense blocks of chunk `chunk` for a token at position p: slots [lo, hi).
+  auto denseChunk = [&](Value p, Value chunk) -> std::pair<Value, Value> {
+    Value nb = k.iadd(k.idiv(p, k.c(s.page)), k.c(1));
+    Value per = k.idiv(k.iadd(nb, k.c(s.chunks - 1)), k.c(s.chunks));
+    Value lo = g.imin(k.imul(chunk, per), nb);
+    return {lo, g.imin(k.iadd(lo, per), nb)};
+  };
+  // Loop state: O fragments (4 per 8-channel tile), then max and partial
+  // sum of rows `row` and `row + 8`.
+  SmallVector<Value> init(nTiles * 4, k.cf(0));
+  init.append({negInf, negInf, k.cf(0), k.cf(0)});
+  SmallVector<Type> types(init.size(), k.f32);
+  // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
+  // mS and lS (the four lanes of a quad hold a row's partial sums).
+  auto stashWarp = [&](ArrayRef<Value> st) {
+    Value l0 = st[nTiles * 4 + 2], l1 = st[nTiles * 4 + 3];
+    for (int64_t off : {1, 2}) {
+      l0 = k.add(l0, g.shflXor(l0, off));
+      l1 = k.add(l1, g.shflXor(l1, off));
+    }
+    Value wRow = k.imul(g.warp, k.c(16));
+    for (int64_t nt = 0; nt < nTiles; ++nt)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value r = e < 2 ? row : row8;
+        // Column n = 2 quad + e % 2 of O tile nt is channel n * D/8 + nt.
+        Value col = k.iadd(
+            k.imul(k.iadd(k.imul(quad, k.c(2)), k.c(e % 2)), k.c(nTiles)),
+            k.c(nt));
+        k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col),
+                 st[nt * 4 + e], k.f32);
+      }
+    k.ifThen(g.eq(quad, k.c(0)), [&] {
+      k.storeF(mS, k.iadd(wRow, row), st[nTiles * 4], k.f32);
+      k.storeF(mS, k.iadd(wRow, row8), st[nTiles * 4 + 1], k.f32);
+      k.storeF(lS, k.iadd(wRow, row), l0, k.f32);
+      k.storeF(lS, k.iadd(wRow, row8), l1, k.f32);
+    });
+  };
+  // Workspace row of (token t, query head `head`, chunk).
+  auto wsRow = [&](Value t, Value head, Value chunk) {
+    return k.imul(
+        k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(s.chunks)),
+               chunk),
+        k.c(d + 2));
+  };
+
+  auto perToken = [&](Value t, Value kvHead, Value chunk) {
+    Value p = k.loadIndex(pos, t);
+    Value seq = k.loadIndex(seqs, t);
+    Value qHead0 = k.imul(kvHead, k.c(s.group));
+    SmallVector<SmallVector<Value>> qa = queryFragments(t, qHead0);
 
     // Blocks of this chunk: slots [lo, hi).
     Value lo, hi;
@@ -993,16 +1208,8 @@ void attentionKernel(GK &g, Operation *op) {
       lo = g.imin(k.imul(chunk, k.c(s.slotsPerChunk)), k.c(kk));
       hi = g.imin(k.iadd(lo, k.c(s.slotsPerChunk)), k.c(kk));
     } else {
-      Value nb = k.iadd(k.idiv(p, k.c(s.page)), k.c(1));
-      Value per = k.idiv(k.iadd(nb, k.c(s.chunks - 1)), k.c(s.chunks));
-      lo = g.imin(k.imul(chunk, per), nb);
-      hi = g.imin(k.iadd(lo, per), nb);
+      std::tie(lo, hi) = denseChunk(p, chunk);
     }
-    // Loop state: O fragments (4 per 8-channel tile), then max and
-    // partial sum of rows `row` and `row + 8`.
-    SmallVector<Value> init(nTiles * 4, k.cf(0));
-    init.append({negInf, negInf, k.cf(0), k.cf(0)});
-    SmallVector<Type> types(init.size(), k.f32);
     SmallVector<Value> st = k.reduceN(
         lo, hi, init, [&](Value slot, ValueRange in) -> SmallVector<Value> {
           Value blk = slot;
@@ -1029,39 +1236,9 @@ void attentionKernel(GK &g, Operation *op) {
                 return SmallVector<Value>(in.begin(), in.end());
               });
         });
-    // Full row sums (the four lanes of a quad hold a row's partial sums).
-    Value l0 = st[nTiles * 4 + 2], l1 = st[nTiles * 4 + 3];
-    for (int64_t off : {1, 2}) {
-      l0 = k.add(l0, g.shflXor(l0, off));
-      l1 = k.add(l1, g.shflXor(l1, off));
-    }
-    // Warps' partials to shared memory.
-    Value wRow = k.imul(g.warp, k.c(16));
-    for (int64_t nt = 0; nt < nTiles; ++nt)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value r = e < 2 ? row : row8;
-        // Column n = 2 quad + e % 2 of O tile nt is channel n * D/8 + nt.
-        Value col = k.iadd(
-            k.imul(k.iadd(k.imul(quad, k.c(2)), k.c(e % 2)), k.c(nTiles)),
-            k.c(nt));
-        k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col),
-                 st[nt * 4 + e], k.f32);
-      }
-    k.ifThen(g.eq(quad, k.c(0)), [&] {
-      k.storeF(mS, k.iadd(wRow, row), st[nTiles * 4], k.f32);
-      k.storeF(mS, k.iadd(wRow, row8), st[nTiles * 4 + 1], k.f32);
-      k.storeF(lS, k.iadd(wRow, row), l0, k.f32);
-      k.storeF(lS, k.iadd(wRow, row8), l1, k.f32);
-    });
+    stashWarp(st);
     g.sync();
     // This chunk's (acc, max, sum) per head, combining the warps.
-    auto rowOf = [&](Value h) {
-      return k.imul(
-          k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), k.iadd(qHead0, h)),
-                        k.c(s.chunks)),
-                 chunk),
-          k.c(d + 2));
-    };
     g.strided(g.tid, k.c(s.group * d), [&](Value e) {
       Value h = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d));
       Value m = negInf;
@@ -1082,7 +1259,7 @@ void attentionKernel(GK &g, Operation *op) {
                           k.f32)));
         sum = k.add(sum, k.mul(wgt, lw));
       }
-      Value r = rowOf(h);
+      Value r = wsRow(t, k.iadd(qHead0, h), chunk);
       k.storeF(ws, k.iadd(r, c), acc, k.f32);
       k.ifThen(g.eq(c, k.c(0)), [&] {
         k.storeF(ws, k.iadd(r, k.c(d)), m, k.f32);
@@ -1090,6 +1267,120 @@ void attentionKernel(GK &g, Operation *op) {
       });
     });
     g.sync();
+  };
+
+  // The multi-token way for the run of tokens [t0, t0 + warps), all of
+  // sequence `seq` with positions in block p0 / page; warp w takes token
+  // t0 + w.
+  const int64_t stages = g.warps, stageBytes = stagedGroupBytes(d);
+  auto globalT = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
+  auto multiToken = [&](Value t0, Value seq, Value p0, Value kvHead,
+                        Value chunk) {
+    Value t = k.iadd(t0, g.warp);
+    Value p = k.loadIndex(pos, t);
+    Value qHead0 = k.imul(kvHead, k.c(s.group));
+    SmallVector<SmallVector<Value>> qa = queryFragments(t, qHead0);
+    // The same blocks for every token of the run (p0's block).
+    Value lo, hi;
+    std::tie(lo, hi) = denseChunk(p0, chunk);
+    Value groups = k.imul(g.isub(hi, lo), k.c(groupsPerBlock));
+    Value kg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, kc);
+    Value vg = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, vc);
+    // Group i of the chunk: block lo + i / (page / 16), keys from
+    // 16 (i mod (page / 16)), in stage i mod stages.
+    auto blockOf = [&](Value i) {
+      return k.iadd(lo, k.idiv(i, k.c(groupsPerBlock)));
+    };
+    auto key0Of = [&](Value i) {
+      return k.imul(k.irem(i, k.c(groupsPerBlock)), k.c(16));
+    };
+    auto stageOf = [&](Value i) {
+      return k.imul(k.irem(i, k.c(stages)), k.c(stageBytes));
+    };
+    auto issue = [&](Value i) {
+      stageGroup(g, oSmem, stageOf(i), type, kg, vg,
+                 pageOf(k, table, seq, blockOf(i)), kvHead, key0Of(i));
+    };
+    auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
+    // One cp.async group per chunk group (empty past the chunk's end), so
+    // that waiting for all but the newest stages - 2 means group i landed.
+    for (int64_t i = 0; i + 1 < stages; ++i) {
+      k.ifThen(k.icmp(CmpI::ult, k.c(i), groups), [&] { issue(k.c(i)); });
+      commit();
+    }
+    SmallVector<Value> st = k.reduceN(
+        k.c(0), groups, init,
+        [&](Value i, ValueRange in) -> SmallVector<Value> {
+          // Every thread's copies of group i have landed; the barrier also
+          // ends every warp's reads of group i - 1, whose stage is refilled
+          // below.
+          NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, stages - 2);
+          g.sync();
+          Value next = k.iadd(i, k.c(stages - 1));
+          k.ifThen(k.icmp(CmpI::ult, next, groups), [&] { issue(next); });
+          commit();
+          return attentionGroupStaged(g, s, oSmem, stageOf(i), key0Of(i),
+                                      blockOf(i), p, qa, scale, in);
+        });
+    // The stages are free once every warp is past its last group.
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+    g.sync();
+    stashWarp(st);
+    g.sync();
+    // Each token's partial is the chunk's: copy the warps' rows out.
+    g.strided(g.tid, k.c(g.warps * s.group * d), [&](Value e) {
+      Value wi = k.idiv(e, k.c(s.group * d));
+      Value h = k.irem(k.idiv(e, k.c(d)), k.c(s.group));
+      Value c = k.irem(e, k.c(d));
+      Value sRow = k.iadd(k.imul(wi, k.c(16)), h);
+      Value r = wsRow(k.iadd(t0, wi), k.iadd(qHead0, h), chunk);
+      k.storeF(ws, k.iadd(r, c),
+               k.loadF(oS, k.iadd(k.imul(sRow, k.c(d)), c), k.f32), k.f32);
+      k.ifThen(g.eq(c, k.c(0)), [&] {
+        k.storeF(ws, k.iadd(r, k.c(d)), k.loadF(mS, sRow, k.f32), k.f32);
+        k.storeF(ws, k.iadd(r, k.c(d + 1)), k.loadF(lS, sRow, k.f32), k.f32);
+      });
+    });
+    g.sync();
+  };
+
+  // Tokens vary fastest: CTAs running at once take the same KV head and
+  // chunk of neighbouring tokens (runs), whose keys (the same or close
+  // blocks in a prefill chunk) are then read from L2 instead of HBM.
+  g.ctaLoop(k.imul(T, k.c(s.hkv * s.chunks)), [&](Value w) {
+    Value t = k.irem(w, T);
+    Value kvHead = k.idiv(w, k.imul(T, k.c(s.chunks)));
+    Value chunk = k.irem(k.idiv(w, T), k.c(s.chunks));
+    if (sparse || g.warps < 2) {
+      perToken(t, kvHead, chunk);
+      return;
+    }
+    const int64_t run = g.warps;
+    Value member = k.irem(t, k.c(run));
+    Value t0 = g.isub(t, member);
+    Value seq = k.loadIndex(seqs, t0);
+    Value p0 = k.loadIndex(pos, t0);
+    Value blk0 = k.idiv(p0, k.c(s.page));
+    // Loads stay within the step (clamped) when the run does not.
+    Value shared = k.icmp(CmpI::ule, k.iadd(t0, k.c(run)), T);
+    Value last = g.isub(T, k.c(1));
+    for (int64_t j = 1; j < run; ++j) {
+      Value tj = g.imin(k.iadd(t0, k.c(j)), last);
+      shared = g.andI(shared, g.eq(k.loadIndex(seqs, tj), seq));
+      shared =
+          g.andI(shared, g.eq(k.idiv(k.loadIndex(pos, tj), k.c(s.page)), blk0));
+    }
+    g.ifElse(
+        shared, {},
+        [&]() -> SmallVector<Value> {
+          k.ifThen(g.eq(member, k.irem(chunk, k.c(run))),
+                   [&] { multiToken(t0, seq, p0, kvHead, chunk); });
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          perToken(t, kvHead, chunk);
+          return {};
+        });
   });
 }
 
