@@ -290,27 +290,29 @@ int runCompile() {
                         "sm_100a");
     gpus.push_back(gpu);
   }
+  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
+  if (!kv || !index)
+    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
+                      "fp8 or nvfp4");
+  // NVFP4 caches have host kernels only; the GPU kernels come later.
+  for (auto [flag, dtype] : {std::pair{"--kv-cache-dtype", *kv},
+                             std::pair{"--index-cache-dtype", *index}})
+    if (dtype == ckpt::CacheDType::NVFP4 && !gpus.empty())
+      return usageError(
+          std::string(flag) + " nvfp4 is supported for --target host only: " +
+          "the " + gpus.front()->name.str() +
+          " kernels do not read or write NVFP4 caches yet; use bf16 or fp8 "
+          "caches for NVIDIA targets");
   if (!gpus.empty() && !sys::fs::can_execute(cudaToolkit + "/bin/ptxas"))
     return usageError("--cuda-toolkit '" + cudaToolkit +
                       "' has no bin/ptxas, which NVIDIA targets need; point "
                       "it at a CUDA toolkit (default /usr/local/cuda)");
   if (!checkModelDir(compileDir))
     return 1;
-  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
-  if (!kv || !index)
-    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
-                      "fp8 or nvfp4");
   if (emit == EmitStage::Artifact && outputFile == "-")
     return usageError("compile needs -o ARTIFACT_DIR (e.g. -o model.msa)");
   if (emit == EmitStage::PTX && gpus.empty())
     return usageError("--emit=ptx needs an NVIDIA --target (sm_90a, sm_100a)");
-  for (auto [flag, dtype] : {std::pair{"--kv-cache-dtype", *kv},
-                             std::pair{"--index-cache-dtype", *index}})
-    if (dtype == ckpt::CacheDType::NVFP4)
-      return usageError(std::string(flag) +
-                        " nvfp4: the generated kernels do not read or write "
-                        "NVFP4 caches yet (`msac plan` sizes them); use bf16 "
-                        "or fp8");
   if (emit == EmitStage::Artifact)
     if (int rc = prepareArtifactDir(outputFile))
       return rc;
