@@ -250,6 +250,9 @@ int runImport() {
   std::unique_ptr<LoadedModel> model = loadModel(importDir, "imported");
   if (!model)
     return 1;
+  std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
+  if (!problem.empty())
+    return usageError(importDir + "/config.json: " + problem);
 
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -328,6 +331,9 @@ int runCompile() {
   std::unique_ptr<LoadedModel> model = loadModel(compileDir, "compiled");
   if (!model)
     return 1;
+  std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
+  if (!problem.empty())
+    return usageError(compileDir + "/config.json: " + problem);
   progress(2, steps, "importing the model to the msa dialect");
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -493,6 +499,9 @@ int runPlan() {
         << planDir << ": " << diags.errorCount() << " problem(s) found\n";
     return 1;
   }
+  std::string problem = ckpt::checkCacheDTypes(*config, *kv, *index);
+  if (!problem.empty())
+    return usageError(planDir + "/config.json: " + problem);
   int64_t length = maxSeqLen > 0 ? maxSeqLen.getValue()
                                  : (config->maxPositionEmbeddings
                                         ? config->maxPositionEmbeddings
