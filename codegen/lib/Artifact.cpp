@@ -75,6 +75,7 @@ std::string msac::writeArtifact(const std::string &dir,
       o["heads"] = b.heads;
       o["page_size"] = b.pageSize;
       o["head_dim"] = b.headDim;
+      o["bytes_per_token"] = b.bytesPerToken;
     }
     if (b.kind == BufferDesc::Kind::Weight) {
       uint64_t padding = (kAlign - offset % kAlign) % kAlign;

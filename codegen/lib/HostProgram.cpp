@@ -139,18 +139,16 @@ void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
   msa::PagedCacheType type = op.getCache().getType();
   const int64_t heads = type.getHeads(), d = type.getHeadDim(),
                 page = type.getPageSize();
-  Type ve = elementOf(op.getValues()), ce = type.getElementType();
+  Type ve = elementOf(op.getValues());
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     Value p = k.loadIndex(pos, t);
     Value phys = pageOf(k, table, k.loadIndex(seqs, t), k.idiv(p, k.c(page)));
     Value slot = k.irem(p, k.c(page));
     k.loop(k.c(0), k.c(heads), [&](Value h) {
-      Value dst = cacheOffset(k, phys, h, slot, type);
+      CacheRow dst = cacheRow(k, cache, type, phys, h, slot);
       Value src = k.imul(k.iadd(k.imul(t, k.c(heads)), h), k.c(d));
-      k.loop(k.c(0), k.c(d), [&](Value i) {
-        k.storeF(cache, k.iadd(dst, i), k.loadF(values, k.iadd(src, i), ve),
-                 ce);
-      });
+      storeCacheRow(
+          k, dst, [&](Value i) { return k.loadF(values, k.iadd(src, i), ve); });
     });
   });
 }
@@ -289,7 +287,7 @@ void indexScoreKernel(KB &k, msa::IndexScoreOp op) {
   msa::PagedCacheType type = op.getIndexCache().getType();
   const int64_t groups = shapeOf(op.getIndexQueries())[1],
                 d = type.getHeadDim(), page = type.getPageSize();
-  Type qe = elementOf(op.getIndexQueries()), ce = type.getElementType();
+  Type qe = elementOf(op.getIndexQueries());
   const float scale = op.getScale().convertToFloat();
   Value T = k.scalar(0), MB = k.scalar(2);
   Value negInf = k.cf(-INFINITY);
@@ -305,8 +303,9 @@ void indexScoreKernel(KB &k, msa::IndexScoreOp op) {
       k.loop(k.c(0), k.iadd(p, k.c(1)), [&](Value j) {
         Value blk = k.idiv(j, k.c(page));
         Value phys = pageOf(k, table, seq, blk);
-        Value kOff = cacheOffset(k, phys, k.c(0), k.irem(j, k.c(page)), type);
-        Value s = k.mul(k.dot(q, qOff, qe, cache, kOff, ce, d), k.cf(scale));
+        CacheRow key =
+            cacheRow(k, cache, type, phys, k.c(0), k.irem(j, k.c(page)));
+        Value s = k.mul(dotCacheRow(k, q, qOff, qe, key), k.cf(scale));
         Value slot = k.iadd(row, blk);
         Value best = k.loadF(out, slot, k.f32);
         // A NaN score never wins the max-pool.
@@ -396,8 +395,7 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
   ArrayRef<int64_t> qs = shapeOf(op->getOperand(0));
   const int64_t hq = qs[1], d = qs[2], hkv = type.getHeads(),
                 page = type.getPageSize(), group = hq / hkv;
-  Type qe = elementOf(op->getOperand(0)), ce = type.getElementType(),
-       oe = elementOf(op->getResult(0));
+  Type qe = elementOf(op->getOperand(0)), oe = elementOf(op->getResult(0));
   Value acc = k.scratch(d);
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     Value p = k.loadIndex(pos, t);
@@ -428,15 +426,15 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
               SmallVector<Value> inner = k.reduceN(
                   k.c(0), count, {st[0], st[1]},
                   [&](Value jj, ValueRange ml) -> SmallVector<Value> {
-                    Value kOff = cacheOffset(k, phys, g, jj, type);
+                    CacheRow key = cacheRow(k, kc, type, phys, g, jj);
+                    CacheRow value = cacheRow(k, vc, type, phys, g, jj);
                     Value z =
-                        k.mul(k.dot(q, qOff, qe, kc, kOff, ce, d), k.cf(scale));
+                        k.mul(dotCacheRow(k, q, qOff, qe, key), k.cf(scale));
                     Value m = k.maxf(ml[0], z);
                     Value alpha = k.exp(k.sub(ml[0], m));
                     Value w = k.exp(k.sub(z, m));
-                    k.loop(k.c(0), k.c(d), [&](Value i) {
+                    forEachCacheValue(k, value, [&](Value i, Value v) {
                       Value a = k.loadF(acc, i, k.f32);
-                      Value v = k.loadF(vc, k.iadd(kOff, i), ce);
                       k.storeF(acc, i, k.add(k.mul(a, alpha), k.mul(w, v)),
                                k.f32);
                     });
@@ -954,19 +952,25 @@ FailureOr<HostProgram> ProgramBuilder::run() {
     desc.name =
         nameAttr ? nameAttr.str() : "arg" + std::to_string(desc.argument);
     if (auto cache = dyn_cast<msa::PagedCacheType>(arg.getType())) {
-      if (!isSupportedElement(cache.getElementType()) &&
-          !isa<Float8E4M3FNType>(cache.getElementType()))
-        return forward.emitError("the host backend supports bf16, f32 and "
-                                 "fp8 (E4M3) caches; got ")
-                   << cache.getElementType()
-                   << " (use --kv-cache-dtype bf16|fp8 --index-cache-dtype "
-                      "bf16|fp8)",
+      Type element = cache.getElementType();
+      auto nvfp4 = dyn_cast<bsq::NVFP4Type>(element);
+      if (!isSupportedElement(element) && !isa<Float8E4M3FNType>(element) &&
+          !(nvfp4 && !nvfp4.getGlobalScale()))
+        return forward.emitError("the host backend supports bf16, f32, fp8 "
+                                 "(E4M3) and nvfp4 (global scale 1) caches; "
+                                 "got ")
+                   << element
+                   << " (use --kv-cache-dtype bf16|fp8|nvfp4 "
+                      "--index-cache-dtype bf16|fp8|nvfp4)",
                failure();
       desc.kind = BufferDesc::Kind::Cache;
-      desc.dtype = dtypeName(cache.getElementType());
+      // The manifest names the NVFP4 layout (codes, then scales, per page;
+      // KernelBuilder.h, CacheRow) "nvfp4".
+      desc.dtype = nvfp4 ? "nvfp4" : dtypeName(element);
       desc.heads = cache.getHeads();
       desc.pageSize = cache.getPageSize();
       desc.headDim = cache.getHeadDim();
+      desc.bytesPerToken = cache.getBytesPerToken();
     } else if (isa<msa::BlockTableType>(arg.getType())) {
       desc.kind = BufferDesc::Kind::Input;
       desc.dtype = "i32";
@@ -1019,6 +1023,14 @@ FailureOr<HostProgram> ProgramBuilder::run() {
       if (llvm::any_of(caches, [](Value c) { return !c.hasOneUse(); }))
         return prologue.emitError("the host backend updates caches in "
                                   "place; a cache operand has other uses"),
+               failure();
+      if (llvm::any_of(caches, [](Value c) {
+            return isNVFP4Cache(cast<msa::PagedCacheType>(c.getType()));
+          }))
+        return prologue.emitError(
+                   "the host kernel of msa.attention_prologue does not write "
+                   "NVFP4 caches (msa-fuse-attention-prologue leaves such "
+                   "layers unfused)"),
                failure();
       SmallVector<Value> operands(op.getOperands());
       SmallVector<Value> results = {prologue.getQ()};

@@ -482,6 +482,203 @@ inline Value decodeByteFloat(KB &k, Value byte, Type type) {
   return k.select(isNan, k.cf(NAN), v);
 }
 
+//===----------------------------------------------------------------------===//
+// Cache rows: bf16 / f32 / FP8 and NVFP4 caches
+//===----------------------------------------------------------------------===//
+
+/// True for a paged cache of `!bsq.nvfp4` values.
+inline bool isNVFP4Cache(msa::PagedCacheType type) {
+  return isa<bsq::NVFP4Type>(type.getElementType());
+}
+
+/// One cache row: the `head_dim` values of one (page, head, slot).
+///
+/// A bf16 / f32 / f8E4M3FN cache is `[pages, heads, page_size, head_dim]`
+/// elements. An NVFP4 cache (msa-m3-spec.md §4.1, §4.2, global scale 1)
+/// stores each page as its packed E2M1 codes `[heads, page_size, head_dim /
+/// 2]` bytes (byte i: element 2i in the low nibble, 2i + 1 in the high one)
+/// followed by its E4M3 block scales `[heads, page_size, head_dim / 16]`
+/// (scale j covers elements 16j .. 16j + 15): the spec's two tensors
+/// interleaved page by page, so a kernel finds both from the page id alone
+/// (the page count is the runtime's).
+struct CacheRow {
+  msa::PagedCacheType type;
+  Value cache;
+  /// Elements (NVFP4: bytes) from the cache's start to value 0 of the row.
+  Value data;
+  /// NVFP4 only: bytes from the cache's start to the row's first scale.
+  Value scales;
+};
+
+/// Bytes of one NVFP4 cache page (codes and scales of every head and slot).
+inline int64_t nvfp4PageBytes(msa::PagedCacheType type) {
+  const int64_t d = type.getHeadDim();
+  return type.getHeads() * type.getPageSize() * (d / 2 + d / 16);
+}
+
+inline CacheRow cacheRow(KB &k, Value cache, msa::PagedCacheType type,
+                         Value page, Value head, Value slot) {
+  if (!isNVFP4Cache(type))
+    return {type, cache, cacheOffset(k, page, head, slot, type), Value()};
+  const int64_t d = type.getHeadDim();
+  Value row = k.iadd(k.imul(head, k.c(type.getPageSize())), slot);
+  Value pageStart = k.imul(page, k.c(nvfp4PageBytes(type)));
+  Value scaleRegion =
+      k.iadd(pageStart, k.c(type.getHeads() * type.getPageSize() * (d / 2)));
+  return {type, cache, k.iadd(pageStart, k.imul(row, k.c(d / 2))),
+          k.iadd(scaleRegion, k.imul(row, k.c(d / 16)))};
+}
+
+/// FP32 -> FP4 E2M1 code (an i32 in 0..15): round to nearest, ties to the
+/// even code (0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0 at the midpoints 0.25, 0.75,
+/// 1.25, 1.75, 2.5, 3.5, 5), saturating at 6 (infinities too); the sign
+/// bit is kept (-0.1 -> code 8, -0); NaN -> code 0. Matches floatToE2M1 in
+/// LowPrecision.h.
+inline Value encodeE2M1(KB &k, Value x) {
+  Value a = math::AbsFOp::create(k.b, k.loc, x);
+  Value mag = k.ci(0);
+  // Strict > at a midpoint below an even code rounds down to it, >= at one
+  // below an odd code rounds up past it.
+  const std::pair<double, bool> steps[7] = {
+      {0.25, false}, {0.75, true}, {1.25, false}, {1.75, true},
+      {2.5, false},  {3.5, true},  {5.0, false}};
+  for (auto [bound, inclusive] : steps) {
+    Value above = k.fcmp(inclusive ? arith::CmpFPredicate::OGE
+                                   : arith::CmpFPredicate::OGT,
+                         a, k.cf(bound));
+    mag = arith::AddIOp::create(
+        k.b, k.loc, mag, arith::ExtUIOp::create(k.b, k.loc, k.i32, above));
+  }
+  Value bits = arith::BitcastOp::create(k.b, k.loc, k.i32, x);
+  Value sign = arith::AndIOp::create(
+      k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, bits, k.ci(28)), k.ci(8));
+  Value code = arith::OrIOp::create(k.b, k.loc, mag, sign);
+  return k.select(k.fcmp(arith::CmpFPredicate::UNO, x, x), k.ci(0), code);
+}
+
+/// An NVFP4 cache value as the attention and indexer kernels read it
+/// (msa-m3-spec.md §4.2, `inference.dequant`): E2M1 `code` (i32) times the
+/// FP32 value of the E4M3 `scale`, in FP32, rounded to E4M3 with
+/// saturation at ±448, returned as FP32.
+inline Value nvfp4ToFP8Value(KB &k, Value code, Value scale) {
+  return k.decodeE4M3(k.encodeE4M3(k.mul(decodeE2M1(k, code), scale)));
+}
+
+/// `acc = init; for i in [0, head_dim): acc = body(i, value_i, acc)`, the
+/// row's values in channel order as FP32 (NVFP4: dequantized to FP8 first,
+/// nvfp4ToFP8Value).
+inline Value
+reduceCacheRow(KB &k, const CacheRow &row, Value init,
+               const std::function<Value(Value, Value, Value)> &body) {
+  const int64_t d = row.type.getHeadDim();
+  if (!isNVFP4Cache(row.type))
+    return k.reduce(k.c(0), k.c(d), init, [&](Value i, Value acc) {
+      Value x =
+          k.loadF(row.cache, k.iadd(row.data, i), row.type.getElementType());
+      return body(i, x, acc);
+    });
+  Type i8 = k.b.getI8Type();
+  auto loadByte = [&](Value offset) -> Value {
+    return arith::ExtUIOp::create(
+        k.b, k.loc, k.i32,
+        LLVM::LoadOp::create(k.b, k.loc, i8, k.gep(row.cache, offset, i8)));
+  };
+  return k.reduce(k.c(0), k.c(d / 16), init, [&](Value j, Value acc) {
+    Value scale = k.decodeE4M3(arith::TruncIOp::create(
+        k.b, k.loc, i8, loadByte(k.iadd(row.scales, j))));
+    return k.reduce(k.c(0), k.c(8), acc, [&](Value pair, Value acc2) {
+      Value byteIndex = k.iadd(k.imul(j, k.c(8)), pair);
+      Value byte = loadByte(k.iadd(row.data, byteIndex));
+      Value i = k.imul(byteIndex, k.c(2));
+      Value lo = nvfp4ToFP8Value(k, byte, scale);
+      Value hi = nvfp4ToFP8Value(
+          k, arith::ShRUIOp::create(k.b, k.loc, byte, k.ci(4)), scale);
+      Value next = body(i, lo, acc2);
+      return body(k.iadd(i, k.c(1)), hi, next);
+    });
+  });
+}
+
+/// Calls `body(i, value_i)` for the row's values in channel order, as
+/// reduceCacheRow.
+inline void forEachCacheValue(KB &k, const CacheRow &row,
+                              const std::function<void(Value, Value)> &body) {
+  if (!isNVFP4Cache(row.type)) {
+    k.loop(k.c(0), k.c(row.type.getHeadDim()), [&](Value i) {
+      body(i,
+           k.loadF(row.cache, k.iadd(row.data, i), row.type.getElementType()));
+    });
+    return;
+  }
+  Value none = arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(0));
+  reduceCacheRow(k, row, none, [&](Value i, Value x, Value acc) {
+    body(i, x);
+    return acc;
+  });
+}
+
+/// sum_{i < head_dim} a[aOff + i] * row[i] in FP32, in channel order (for
+/// bf16 / f32 / FP8 rows exactly KB::dot).
+inline Value dotCacheRow(KB &k, Value a, Value aOff, Type aType,
+                         const CacheRow &row) {
+  const int64_t d = row.type.getHeadDim();
+  if (!isNVFP4Cache(row.type))
+    return k.dot(a, aOff, aType, row.cache, row.data, row.type.getElementType(),
+                 d);
+  return reduceCacheRow(k, row, k.cf(0), [&](Value i, Value x, Value acc) {
+    return k.add(acc, k.mul(k.loadF(a, k.iadd(aOff, i), aType), x));
+  });
+}
+
+/// Stores `value(i)` (FP32) as channel i of the row, converted to the cache
+/// element type: a rounding (bf16) or saturating (FP8, scale 1) cast, or
+/// for NVFP4 the block quantization of msa.kv_cache_insert, per 16
+/// channels (msa-m3-spec.md §4.2 with global scale 1; TensorRT-LLM's NVFP4
+/// quantization kernel, cvt_warp_fp16_to_fp4, with exact FP32 divisions
+/// in place of its approximate reciprocals; see docs/architecture.md):
+///   amax = max |x| (FP32; a NaN makes it NaN),
+///   scale = E4M3(amax / 6) (FP32 division, round to nearest even,
+///           saturating at 448; NaN -> 0x7F),
+///   code_i = E2M1(x_i / FP32(scale)) (encodeE2M1), or 0 when the scale
+///           is zero.
+/// `value` may be called several times per channel.
+inline void storeCacheRow(KB &k, const CacheRow &row,
+                          const std::function<Value(Value)> &value) {
+  if (!isNVFP4Cache(row.type)) {
+    k.loop(k.c(0), k.c(row.type.getHeadDim()), [&](Value i) {
+      k.storeF(row.cache, k.iadd(row.data, i), value(i),
+               row.type.getElementType());
+    });
+    return;
+  }
+  Type i8 = k.b.getI8Type();
+  k.loop(k.c(0), k.c(row.type.getHeadDim() / 16), [&](Value j) {
+    Value first = k.imul(j, k.c(16));
+    Value amax = k.reduce(k.c(0), k.c(16), k.cf(0), [&](Value e, Value acc) {
+      return k.maxf(acc,
+                    math::AbsFOp::create(k.b, k.loc, value(k.iadd(first, e))));
+    });
+    Value scaleByte = k.encodeE4M3(k.div(amax, k.cf(6.0)));
+    LLVM::StoreOp::create(k.b, k.loc, scaleByte,
+                          k.gep(row.cache, k.iadd(row.scales, j), i8));
+    Value scale = k.decodeE4M3(scaleByte);
+    Value zero = k.fcmp(arith::CmpFPredicate::OEQ, scale, k.cf(0));
+    k.loop(k.c(0), k.c(8), [&](Value pair) {
+      Value i = k.iadd(first, k.imul(pair, k.c(2)));
+      auto code = [&](Value x) {
+        return k.select(zero, k.ci(0), encodeE2M1(k, k.div(x, scale)));
+      };
+      Value lo = code(value(i)), hi = code(value(k.iadd(i, k.c(1))));
+      Value byte = arith::OrIOp::create(
+          k.b, k.loc, lo, arith::ShLIOp::create(k.b, k.loc, hi, k.ci(4)));
+      Value at = k.iadd(row.data, k.iadd(k.imul(j, k.c(8)), pair));
+      LLVM::StoreOp::create(k.b, k.loc,
+                            arith::TruncIOp::create(k.b, k.loc, i8, byte),
+                            k.gep(row.cache, at, i8));
+    });
+  });
+}
+
 } // namespace msac::kernels
 
 #endif // MSAC_CODEGEN_LIB_KERNELBUILDER_H

@@ -138,6 +138,16 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       buffer.heads = b.value("heads", int64_t(0));
       buffer.pageSize = b.value("page_size", int64_t(0));
       buffer.headDim = b.value("head_dim", int64_t(0));
+      // Manifests before NVFP4 caches had no bytes_per_token (bf16 and
+      // FP8 caches only).
+      const int64_t plainBytes =
+          buffer.dtype == "nvfp4"
+              ? 0
+              : buffer.heads * buffer.headDim * buffer.elementBytes();
+      buffer.bytesPerToken = b.value("bytes_per_token", plainBytes);
+      if (buffer.kind == Buffer::Kind::Cache && buffer.bytesPerToken <= 0)
+        throw std::runtime_error("cache '" + buffer.name +
+                                 "' has no positive bytes_per_token");
       buffer.offset = b.value("offset", uint64_t(0));
       buffer.bytes = b.value("bytes", uint64_t(0));
       a->bufferList.push_back(buffer);

@@ -199,9 +199,8 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
   m->buffers.resize(list.size(), 0);
   for (size_t i = 0; i < list.size(); ++i) {
     const Buffer &b = list[i];
-    uint64_t bytes = b.kind == Buffer::Kind::Weight
-                         ? b.bytes
-                         : elements(b, options) * b.elementBytes();
+    uint64_t bytes =
+        b.kind == Buffer::Kind::Weight ? b.bytes : Executor::bytes(b, options);
     bytes = std::max<uint64_t>(bytes, 16);
     CUdeviceptr p;
     MSAC_CUDA(driver->cuMemAlloc(&p, bytes),
@@ -305,7 +304,7 @@ bool CudaModel::fillCaches(uint64_t seed, std::string &error) {
     std::vector<uint8_t> &pool = pools[b.dtype];
     if (pool.empty())
       pool = randomPool(b.dtype, -2.0f, 2.0f, seed + (b.dtype == "bf16"));
-    if (!copyFromPool(buffers[i], elements(b, opts) * b.elementBytes(), pool,
+    if (!copyFromPool(buffers[i], Executor::bytes(b, opts), pool,
                       i * 104729 * 256, error))
       return false;
   }
@@ -462,7 +461,7 @@ const void *CudaModel::bufferData(int64_t id) {
   const Buffer &b = art.buffers()[id];
   if (b.kind == Buffer::Kind::Weight)
     return nullptr;
-  scratch.resize(elements(b, opts) * b.elementBytes());
+  scratch.resize(Executor::bytes(b, opts));
   if (driver->cuMemcpyDtoH(scratch.data(), buffers[id], scratch.size()) != 0)
     return nullptr;
   return scratch.data();

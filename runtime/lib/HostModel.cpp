@@ -41,7 +41,7 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
       pointers[i] = storage[i].data();
       continue;
     }
-    storage[i].assign(Executor::elements(b, opts) * b.elementBytes(), 0);
+    storage[i].assign(Executor::bytes(b, opts), 0);
     pointers[i] = storage[i].data();
     allocated += storage[i].size();
   }
@@ -74,6 +74,12 @@ uint64_t Executor::elements(const Buffer &b, const HostModelOptions &o) {
     n *= static_cast<uint64_t>(v);
   }
   return n;
+}
+
+uint64_t Executor::bytes(const Buffer &b, const HostModelOptions &o) {
+  if (b.kind == Buffer::Kind::Cache)
+    return static_cast<uint64_t>(o.numPages) * b.pageSize * b.bytesPerToken;
+  return elements(b, o) * b.elementBytes();
 }
 
 std::string Executor::strippedWeightsError(const Artifact &artifact) {
@@ -151,9 +157,10 @@ const float *HostModel::profileStep(const StepInput &in,
 }
 
 bool Executor::checkSynthesizableCaches(const Artifact &artifact,
-                                        std::string &error) {
+                                        std::string &error, bool nvfp4) {
   for (const Buffer &b : artifact.buffers())
-    if (b.kind == Buffer::Kind::Cache && !canSynthesize(b.dtype)) {
+    if (b.kind == Buffer::Kind::Cache && !canSynthesize(b.dtype) &&
+        !(nvfp4 && b.dtype == "nvfp4")) {
       error = "cannot synthesize a " + b.dtype + " cache ('" + b.name + "')";
       return false;
     }
@@ -161,13 +168,36 @@ bool Executor::checkSynthesizableCaches(const Artifact &artifact,
 }
 
 bool HostModel::fillCaches(uint64_t seed, std::string &error) {
-  if (!checkSynthesizableCaches(art, error))
+  if (!checkSynthesizableCaches(art, error, /*nvfp4=*/true))
     return false;
   const std::vector<Buffer> &buffers = art.buffers();
   for (size_t i = 0; i < buffers.size(); ++i) {
     const Buffer &b = buffers[i];
     if (b.kind != Buffer::Kind::Cache)
       continue;
+    if (b.dtype == "nvfp4") {
+      // Per page: E2M1 codes [heads, page, D/2] bytes (SplitMix64 random
+      // bytes), then E4M3 scales [heads, page, D/16] (codegen's
+      // KernelBuilder.h, CacheRow).
+      const uint64_t codeBytes =
+          static_cast<uint64_t>(b.heads) * b.pageSize * (b.headDim / 2);
+      const uint64_t pageBytes =
+          static_cast<uint64_t>(b.pageSize) * b.bytesPerToken;
+      uint8_t *dst = storage[i].data();
+      uint64_t state = seed + i;
+      for (uint64_t page = 0; page + pageBytes <= storage[i].size();
+           page += pageBytes) {
+        for (uint64_t j = 0; j < codeBytes; ++j) {
+          uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+          z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+          dst[page + j] = static_cast<uint8_t>((z ^ (z >> 31)) >> 56);
+        }
+        fillUniform(dst + page + codeBytes, pageBytes - codeBytes, "f8E4M3FN",
+                    0.125f, 0.625f, state);
+      }
+      continue;
+    }
     fillUniform(storage[i].data(), storage[i].size() / b.elementBytes(),
                 b.dtype, -2.0f, 2.0f, seed + i);
   }

@@ -127,9 +127,12 @@ int inspect(const std::string &path, bool asJson) {
   // others (block-scaled weights dequantized at load) are a fixed size.
   uint64_t activationBytesPerToken = 0, fixedBytes = 0;
   size_t weights = 0, caches = 0;
+  uint64_t cacheBytesPerToken = 0; // all layers, block scales included
   for (const Buffer &b : a->buffers()) {
     weights += b.kind == Buffer::Kind::Weight;
     caches += b.kind == Buffer::Kind::Cache;
+    if (b.kind == Buffer::Kind::Cache)
+      cacheBytesPerToken += b.bytesPerToken;
     if (b.kind == Buffer::Kind::Activation) {
       uint64_t n = b.elementBytes();
       bool perToken = false;
@@ -172,6 +175,7 @@ int inspect(const std::string &path, bool asJson) {
           {"bytes", a->weightBytes()},
           {"stripped", a->weightsStripped()}}},
         {"caches", caches},
+        {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
         {"load_time_buffer_bytes", fixedBytes}};
     std::cout << j.dump(2) << "\n";
@@ -193,7 +197,8 @@ int inspect(const std::string &path, bool asJson) {
                     ? " bytes, stripped (compiled with --strip-weights)\n"
                     : " bytes (weights.bin, mapped)\n")
             << "caches:          " << caches << " paged caches of "
-            << m.pageSize << "-token pages\n"
+            << m.pageSize << "-token pages, " << cacheBytesPerToken
+            << " bytes per token\n"
             << "activations:     " << activationBytesPerToken
             << " bytes per token in a step\n";
   if (fixedBytes)
@@ -430,11 +435,14 @@ std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
       const std::string file = "b" + key + ".bin";
       std::ofstream out(dir + "/" + file, std::ios::binary);
       const nlohmann::ordered_json shape = shapeOf(b);
-      uint64_t elements = 1;
+      uint64_t bytes = b.elementBytes();
       for (const auto &extent : shape)
-        elements *= extent.get<uint64_t>();
+        bytes *= extent.get<uint64_t>();
+      if (b.kind == Buffer::Kind::Cache) // block scales included
+        bytes =
+            static_cast<uint64_t>(o.numPages) * b.pageSize * b.bytesPerToken;
       out.write(static_cast<const char *>(data),
-                static_cast<std::streamsize>(elements * b.elementBytes()));
+                static_cast<std::streamsize>(bytes));
       if (!out)
         return "cannot write " + dir + "/" + file;
       buffers[key] = {{"name", b.name},

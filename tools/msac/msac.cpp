@@ -250,6 +250,9 @@ int runImport() {
   std::unique_ptr<LoadedModel> model = loadModel(importDir, "imported");
   if (!model)
     return 1;
+  std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
+  if (!problem.empty())
+    return usageError(importDir + "/config.json: " + problem);
 
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -290,27 +293,29 @@ int runCompile() {
                         "sm_100a");
     gpus.push_back(gpu);
   }
+  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
+  if (!kv || !index)
+    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
+                      "fp8 or nvfp4");
+  // NVFP4 caches have host kernels only; the GPU kernels come later.
+  for (auto [flag, dtype] : {std::pair{"--kv-cache-dtype", *kv},
+                             std::pair{"--index-cache-dtype", *index}})
+    if (dtype == ckpt::CacheDType::NVFP4 && !gpus.empty())
+      return usageError(
+          std::string(flag) + " nvfp4 is supported for --target host only: " +
+          "the " + gpus.front()->name.str() +
+          " kernels do not read or write NVFP4 caches yet; use bf16 or fp8 "
+          "caches for NVIDIA targets");
   if (!gpus.empty() && !sys::fs::can_execute(cudaToolkit + "/bin/ptxas"))
     return usageError("--cuda-toolkit '" + cudaToolkit +
                       "' has no bin/ptxas, which NVIDIA targets need; point "
                       "it at a CUDA toolkit (default /usr/local/cuda)");
   if (!checkModelDir(compileDir))
     return 1;
-  auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
-  if (!kv || !index)
-    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
-                      "fp8 or nvfp4");
   if (emit == EmitStage::Artifact && outputFile == "-")
     return usageError("compile needs -o ARTIFACT_DIR (e.g. -o model.msa)");
   if (emit == EmitStage::PTX && gpus.empty())
     return usageError("--emit=ptx needs an NVIDIA --target (sm_90a, sm_100a)");
-  for (auto [flag, dtype] : {std::pair{"--kv-cache-dtype", *kv},
-                             std::pair{"--index-cache-dtype", *index}})
-    if (dtype == ckpt::CacheDType::NVFP4)
-      return usageError(std::string(flag) +
-                        " nvfp4: the generated kernels do not read or write "
-                        "NVFP4 caches yet (`msac plan` sizes them); use bf16 "
-                        "or fp8");
   if (emit == EmitStage::Artifact)
     if (int rc = prepareArtifactDir(outputFile))
       return rc;
@@ -326,6 +331,9 @@ int runCompile() {
   std::unique_ptr<LoadedModel> model = loadModel(compileDir, "compiled");
   if (!model)
     return 1;
+  std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
+  if (!problem.empty())
+    return usageError(compileDir + "/config.json: " + problem);
   progress(2, steps, "importing the model to the msa dialect");
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -491,6 +499,9 @@ int runPlan() {
         << planDir << ": " << diags.errorCount() << " problem(s) found\n";
     return 1;
   }
+  std::string problem = ckpt::checkCacheDTypes(*config, *kv, *index);
+  if (!problem.empty())
+    return usageError(planDir + "/config.json: " + problem);
   int64_t length = maxSeqLen > 0 ? maxSeqLen.getValue()
                                  : (config->maxPositionEmbeddings
                                         ? config->maxPositionEmbeddings

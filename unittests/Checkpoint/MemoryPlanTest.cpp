@@ -118,4 +118,22 @@ TEST(MemoryPlan, CacheDTypeNames) {
   EXPECT_EQ(cacheBytesPerVector(CacheDType::NVFP4, 128), 72);
 }
 
+TEST(MemoryPlan, NVFP4CachesNeedMultiplesOf16) {
+  ModelConfig config;
+  config.headDim = 40;
+  config.sparse.indexDim = 24;
+  EXPECT_EQ(checkCacheDTypes(config, CacheDType::FP8, CacheDType::NVFP4), "");
+  EXPECT_EQ(checkCacheDTypes(config, CacheDType::NVFP4, CacheDType::BF16),
+            "--kv-cache-dtype nvfp4 needs head_dim to be a multiple of 16 (one "
+            "E4M3 scale per 16 values), but it is 40");
+  config.headDim = 128;
+  EXPECT_EQ(checkCacheDTypes(config, CacheDType::NVFP4, CacheDType::NVFP4), "");
+  config.layers.resize(1);
+  config.layers[0].attention = AttentionKind::Sparse;
+  ASSERT_EQ(config.numSparseLayers(), 1);
+  EXPECT_EQ(checkCacheDTypes(config, CacheDType::NVFP4, CacheDType::NVFP4),
+            "--index-cache-dtype nvfp4 needs sparse_index_dim to be a multiple "
+            "of 16 (one E4M3 scale per 16 values), but it is 24");
+}
+
 } // namespace

@@ -15,9 +15,18 @@
 // product rounded to E4M3 with saturation (§4.2 `inference.dequant`),
 // through the decoders the `bsq.dequantize` kernels use.
 //
+// And the NVFP4 cache rows (KernelBuilder.h: storeCacheRow, the quantizer
+// of kv_cache_insert; forEachCacheValue / dotCacheRow, the reads of the
+// attention and indexer kernels): the hand-computed blocks of
+// unittests/Nvfp4CacheCases.h byte for byte at the page layout the spec
+// and docs/architecture.md give, every code x scale read back through a
+// cache row, and random blocks against the recipe written here with the
+// conversions of LowPrecision.h.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../../codegen/lib/KernelBuilder.h"
+#include "../Nvfp4CacheCases.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Numerics/LowPrecision.h"
 
@@ -56,25 +65,69 @@ uint32_t floatToBits(float f) {
   return u;
 }
 
-/// Builds `void fp8(void **buffers, const int64_t *scalars)`: buffers are
-/// in (f32[n]), out (f8[n]), bytes (f8[256]), decoded (f32[256]), table
-/// (f8[16 * 127]); encodes in -> out, decodes bytes -> decoded and fills
-/// the NVFP4 -> FP8 table. Returns the loaded function.
-Kernel buildKernel(MLIRContext &ctx, void *&library, std::string &soPath) {
-  ctx.loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
-                  arith::ArithDialect, func::FuncDialect>();
-  OpBuilder b(&ctx);
-  Location loc = b.getUnknownLoc();
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  b.setInsertionPointToEnd(module->getBody());
-  auto ptrT = LLVM::LLVMPointerType::get(&ctx);
-  auto fn =
-      func::FuncOp::create(b, loc, "fp8", b.getFunctionType({ptrT, ptrT}, {}));
-  Block *entry = fn.addEntryBlock();
-  OpBuilder body(entry, entry->end());
-  KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
-  k.entry = entry;
-  Type f8 = Float8E4M3FNType::get(&ctx);
+/// A kernel `void NAME(void **buffers, const int64_t *scalars)` whose body
+/// `emit` builds through a KB, compiled for the host like the generated
+/// kernels (lowerKernelsToLLVM, emitHostSharedObject) and loaded.
+class HostKernel {
+public:
+  HostKernel(MLIRContext &ctx, const std::string &name,
+             const std::function<void(KB &)> &emit) {
+    ctx.loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
+                    arith::ArithDialect, func::FuncDialect>();
+    OpBuilder b(&ctx);
+    Location loc = b.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    b.setInsertionPointToEnd(module->getBody());
+    auto ptrT = LLVM::LLVMPointerType::get(&ctx);
+    auto fn =
+        func::FuncOp::create(b, loc, name, b.getFunctionType({ptrT, ptrT}, {}));
+    Block *entry = fn.addEntryBlock();
+    OpBuilder body(entry, entry->end());
+    KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
+    k.entry = entry;
+    emit(k);
+    func::ReturnOp::create(body, loc);
+    if (failed(lowerKernelsToLLVM(*module))) {
+      ADD_FAILURE() << "lowering " << name << " failed";
+      return;
+    }
+    soPath = ::testing::TempDir() + "/msac-" + name + "-" +
+             std::to_string(::getpid()) + ".so";
+    std::string error =
+        emitHostSharedObject(*module, soPath, "/usr/lib/llvm-22/bin/ld.lld");
+    if (!error.empty()) {
+      ADD_FAILURE() << error;
+      return;
+    }
+    library = ::dlopen(soPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      ADD_FAILURE() << ::dlerror();
+      return;
+    }
+    function = reinterpret_cast<Kernel>(::dlsym(library, name.c_str()));
+  }
+  ~HostKernel() {
+    if (library)
+      ::dlclose(library);
+    if (!soPath.empty())
+      ::unlink(soPath.c_str());
+  }
+  Kernel function = nullptr;
+
+private:
+  void *library = nullptr;
+  std::string soPath;
+};
+
+/// The body of `fp8`: buffers are in (f32[n]), out (f8[n]), bytes
+/// (f8[256]), decoded (f32[256]), table (f8[16 * 127]), decoded2
+/// (f32[256]); encodes in -> out, decodes bytes -> decoded (and decoded2,
+/// through the weight dequantizer's decoder) and fills the NVFP4 -> FP8
+/// table.
+void emitFp8Kernel(KB &k) {
+  OpBuilder &body = k.b;
+  Location loc = k.loc;
+  Type f8 = Float8E4M3FNType::get(body.getContext());
   Value in = k.ptr(0), out = k.ptr(1), bytes = k.ptr(2), decoded = k.ptr(3);
   k.loop(k.c(0), k.scalar(0),
          [&](Value i) { k.storeF(out, i, k.loadF(in, i, k.f32), f8); });
@@ -98,29 +151,13 @@ Kernel buildKernel(MLIRContext &ctx, void *&library, std::string &soPath) {
     Value product = k.mul(decodeE2M1(k, code), decodeByteFloat(k, scale, f8));
     k.storeF(table, i, product, f8);
   });
-  func::ReturnOp::create(body, loc);
-  if (failed(lowerKernelsToLLVM(*module)))
-    return nullptr;
-  soPath =
-      ::testing::TempDir() + "/msac-fp8-" + std::to_string(::getpid()) + ".so";
-  std::string error =
-      emitHostSharedObject(*module, soPath, "/usr/lib/llvm-22/bin/ld.lld");
-  if (!error.empty()) {
-    ADD_FAILURE() << error;
-    return nullptr;
-  }
-  library = ::dlopen(soPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library)
-    return nullptr;
-  return reinterpret_cast<Kernel>(::dlsym(library, "fp8"));
 }
 
 TEST(Fp8KernelTest, GeneratedConversionsMatchLowPrecision) {
   MLIRContext ctx;
-  void *library = nullptr;
-  std::string soPath;
-  Kernel kernel = buildKernel(ctx, library, soPath);
-  ASSERT_NE(kernel, nullptr) << (library ? "" : ::dlerror());
+  HostKernel compiled(ctx, "fp8", emitFp8Kernel);
+  Kernel kernel = compiled.function;
+  ASSERT_NE(kernel, nullptr);
 
   std::vector<float> inputs;
   auto add = [&](float x) {
@@ -194,8 +231,234 @@ TEST(Fp8KernelTest, GeneratedConversionsMatchLowPrecision) {
       EXPECT_EQ(int(table[scale * 16 + code]), int(want))
           << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex << scale;
     }
-  ::dlclose(library);
-  ::unlink(soPath.c_str());
+}
+
+//===----------------------------------------------------------------------===//
+// NVFP4 cache rows
+//===----------------------------------------------------------------------===//
+
+/// The cache of the NVFP4 tests: 2 heads, 4-token pages, 32 channels (two
+/// blocks of 16 per row), so a page is 2 x 4 x (16 + 2) = 144 bytes.
+constexpr int64_t kHeads = 2, kPage = 4, kDim = 32;
+constexpr int64_t kPageBytes = kHeads * kPage * (kDim / 2 + kDim / 16);
+
+/// Row r of the tests lives at page r / 8, head (r / 4) % 2, slot r % 4.
+int64_t rowPage(int64_t r) { return r / (kHeads * kPage); }
+int64_t rowHead(int64_t r) { return (r / kPage) % kHeads; }
+int64_t rowSlot(int64_t r) { return r % kPage; }
+/// Byte offsets of row r's codes and scales, from the layout stated in
+/// docs/architecture.md: per page, codes [heads, page, D/2], then scales
+/// [heads, page, D/16].
+int64_t codeOffset(int64_t r) {
+  return rowPage(r) * kPageBytes +
+         (rowHead(r) * kPage + rowSlot(r)) * (kDim / 2);
+}
+int64_t scaleOffset(int64_t r) {
+  return rowPage(r) * kPageBytes + kHeads * kPage * (kDim / 2) +
+         (rowHead(r) * kPage + rowSlot(r)) * (kDim / 16);
+}
+
+/// `nvfp4`: for r < scalars[0], stores row r of in (f32 [R, 32]) into the
+/// cache (buffer 1) with storeCacheRow, unless scalars[1] is 1 (then the
+/// cache is given); reads it back into out (buffer 2, f32 [R, 32]) with
+/// forEachCacheValue, and dots[r] (buffer 4) = dotCacheRow(q[r], row) with
+/// q (buffer 3, f32 [R, 32]).
+void emitNvfp4Kernel(KB &k) {
+  MLIRContext *ctx = k.b.getContext();
+  ctx->loadDialect<msa::MSADialect, bsq::BSQDialect>();
+  auto type =
+      msa::PagedCacheType::get(ctx, kHeads, kPage, kDim,
+                               bsq::NVFP4Type::get(ctx, /*globalScale=*/false));
+  Value in = k.ptr(0), cache = k.ptr(1), out = k.ptr(2), q = k.ptr(3),
+        dots = k.ptr(4);
+  Value store = k.icmp(arith::CmpIPredicate::eq, k.scalar(1), k.c(0));
+  k.loop(k.c(0), k.scalar(0), [&](Value r) {
+    Value page = k.idiv(r, k.c(kHeads * kPage));
+    Value head = k.irem(k.idiv(r, k.c(kPage)), k.c(kHeads));
+    CacheRow row = cacheRow(k, cache, type, page, head, k.irem(r, k.c(kPage)));
+    Value base = k.imul(r, k.c(kDim));
+    k.ifThen(store, [&] {
+      storeCacheRow(
+          k, row, [&](Value i) { return k.loadF(in, k.iadd(base, i), k.f32); });
+    });
+    forEachCacheValue(k, row, [&](Value i, Value x) {
+      k.storeF(out, k.iadd(base, i), x, k.f32);
+    });
+    k.storeF(dots, r, dotCacheRow(k, q, base, k.f32, row), k.f32);
+  });
+}
+
+struct Nvfp4Run {
+  std::vector<uint8_t> cache;
+  std::vector<float> out, dots;
+};
+/// Runs `kernel` on rows `in` (or, with `given`, on the cache `given`).
+Nvfp4Run runNvfp4(Kernel kernel, const std::vector<float> &in,
+                  const std::vector<float> &q,
+                  const std::vector<uint8_t> *given = nullptr) {
+  const int64_t rows = static_cast<int64_t>(q.size()) / kDim;
+  Nvfp4Run run;
+  run.cache =
+      given ? *given
+            : std::vector<uint8_t>((rowPage(rows - 1) + 1) * kPageBytes, 0xAA);
+  run.out.assign(q.size(), -1.0f);
+  run.dots.assign(rows, -1.0f);
+  void *buffers[] = {const_cast<float *>(in.data()), run.cache.data(),
+                     run.out.data(), const_cast<float *>(q.data()),
+                     run.dots.data()};
+  const int64_t scalars[3] = {rows, given ? 1 : 0, 0};
+  kernel(buffers, scalars);
+  return run;
+}
+
+::testing::AssertionResult sameFloat(float got, float want) {
+  if (std::isnan(want) ? std::isnan(got)
+                       : floatToBits(got) == floatToBits(want))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << ", want " << want;
+}
+
+/// sum_i q[i] * x[i] in channel order, FP32 (what dotCacheRow computes).
+float dotInOrder(const float *q, const float *x) {
+  float acc = 0;
+  for (int64_t i = 0; i < kDim; ++i)
+    acc = acc + q[i] * x[i];
+  return acc;
+}
+
+TEST(Nvfp4CacheRowTest, HandComputedBlocksAtTheSpecLayout) {
+  MLIRContext ctx;
+  HostKernel compiled(ctx, "nvfp4", emitNvfp4Kernel);
+  ASSERT_NE(compiled.function, nullptr);
+  // Two cases per row of 32 channels: case c in block c % 2 of row
+  // 3 * (c / 2) (rows 0, 3, 6, 9, 12 cover both heads of pages 0 and 1);
+  // the rows between hold zeros, rows 13-15 of page 1 are not written.
+  const auto &cases = msac::testing::nvfp4BlockCases();
+  auto caseRow = [](size_t c) { return static_cast<int64_t>(c / 2) * 3; };
+  const int64_t used = caseRow(cases.size() - 1) + 1;
+  std::vector<float> inputs(used * kDim, 0.0f), q(used * kDim);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (float &x : q)
+    x = unit(rng);
+  for (size_t c = 0; c < cases.size(); ++c)
+    for (int i = 0; i < 16; ++i)
+      inputs[caseRow(c) * kDim + (c % 2) * 16 + i] = cases[c].x[i];
+  Nvfp4Run run = runNvfp4(compiled.function, inputs, q);
+
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(cases[c].what);
+    const int64_t r = caseRow(c), block = c % 2;
+    EXPECT_EQ(int(run.cache[scaleOffset(r) + block]), int(cases[c].scale));
+    for (int i = 0; i < 8; ++i) {
+      int want = cases[c].codes[2 * i] | cases[c].codes[2 * i + 1] << 4;
+      EXPECT_EQ(int(run.cache[codeOffset(r) + block * 8 + i]), want)
+          << "byte " << i;
+    }
+    for (int i = 0; i < 16; ++i)
+      EXPECT_TRUE(
+          sameFloat(run.out[r * kDim + block * 16 + i], cases[c].read[i]))
+          << "element " << i;
+  }
+  // Zero rows quantize to zero bytes; the rows after the last one written
+  // keep the fill byte (no stray stores); every row's dot product is the
+  // one of its read-back values.
+  for (int64_t r = 0; r < 2 * kHeads * kPage; ++r) {
+    if (r < used && r % 3 == 0)
+      continue;
+    const int want = r < used ? 0 : 0xAA;
+    for (int64_t i = 0; i < kDim / 2; ++i)
+      EXPECT_EQ(int(run.cache[codeOffset(r) + i]), want) << "row " << r;
+    for (int64_t i = 0; i < kDim / 16; ++i)
+      EXPECT_EQ(int(run.cache[scaleOffset(r) + i]), want) << "row " << r;
+  }
+  for (int64_t r = 0; r < used; ++r)
+    EXPECT_TRUE(
+        sameFloat(run.dots[r], dotInOrder(&q[r * kDim], &run.out[r * kDim])))
+        << "row " << r;
+}
+
+TEST(Nvfp4CacheRowTest, EveryCodeTimesEveryScaleReadsAsFP8) {
+  MLIRContext ctx;
+  HostKernel compiled(ctx, "nvfp4", emitNvfp4Kernel);
+  ASSERT_NE(compiled.function, nullptr);
+  // Row s / 2, block s % 2 holds codes 0..15 with scale byte s (0x00-0x7E),
+  // written directly into the cache bytes.
+  const int64_t rows = 64;
+  std::vector<uint8_t> cache((rowPage(rows - 1) + 1) * kPageBytes, 0);
+  for (int s = 0; s < 0x7F; ++s) {
+    const int64_t r = s / 2, block = s % 2;
+    cache[scaleOffset(r) + block] = static_cast<uint8_t>(s);
+    for (int i = 0; i < 8; ++i)
+      cache[codeOffset(r) + block * 8 + i] =
+          static_cast<uint8_t>(2 * i | (2 * i + 1) << 4);
+  }
+  std::vector<float> q(rows * kDim, 1.0f), none;
+  Nvfp4Run run = runNvfp4(compiled.function, none, q, &cache);
+  for (int s = 0; s < 0x7F; ++s)
+    for (int code = 0; code < 16; ++code) {
+      float product = numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
+                      numerics::e4m3ToFloat(static_cast<uint8_t>(s));
+      product = std::min(448.0f, std::max(-448.0f, product));
+      float want = numerics::e4m3ToFloat(numerics::floatToE4M3(product));
+      EXPECT_TRUE(
+          sameFloat(run.out[(s / 2) * kDim + (s % 2) * 16 + code], want))
+          << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex << s;
+    }
+}
+
+TEST(Nvfp4CacheRowTest, RandomBlocksMatchTheRecipe) {
+  MLIRContext ctx;
+  HostKernel compiled(ctx, "nvfp4", emitNvfp4Kernel);
+  ASSERT_NE(compiled.function, nullptr);
+  // BF16 values (what the insert receives) at magnitudes from 2^-14 to
+  // 2^14, so that scales cover subnormals, normals and saturation.
+  const int64_t rows = 256;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> in(rows * kDim), q(rows * kDim);
+  for (int64_t block = 0; block < rows * kDim / 16; ++block) {
+    float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 29) - 14);
+    for (int64_t i = 0; i < 16; ++i) {
+      float x = normal(rng) * magnitude;
+      in[block * 16 + i] = numerics::bf16ToFloat(numerics::floatToBF16(x));
+    }
+  }
+  for (float &x : q)
+    x = normal(rng);
+  Nvfp4Run run = runNvfp4(compiled.function, in, q);
+  int mismatches = 0;
+  for (int64_t r = 0; r < rows && mismatches < 10; ++r)
+    for (int64_t block = 0; block < kDim / 16; ++block) {
+      // The recipe (Nvfp4CacheCases.h) with LowPrecision.h's conversions.
+      const float *x = &in[r * kDim + block * 16];
+      float amax = 0;
+      for (int i = 0; i < 16; ++i)
+        amax = std::max(amax, std::fabs(x[i]));
+      uint8_t scale = numerics::floatToE4M3(amax / 6.0f);
+      float s = numerics::e4m3ToFloat(scale);
+      if (run.cache[scaleOffset(r) + block] != scale) {
+        ++mismatches;
+        ADD_FAILURE() << "row " << r << " block " << block << ": scale 0x"
+                      << std::hex << int(run.cache[scaleOffset(r) + block])
+                      << ", want 0x" << int(scale);
+      }
+      for (int i = 0; i < 16; ++i) {
+        uint8_t code = s == 0 ? 0 : numerics::floatToE2M1(x[i] / s);
+        uint8_t byte = run.cache[codeOffset(r) + block * 8 + i / 2];
+        if (((byte >> (4 * (i % 2))) & 15) != code) {
+          ++mismatches;
+          ADD_FAILURE() << "row " << r << " element " << block * 16 + i << " ("
+                        << x[i] << ", scale " << s << "): code "
+                        << ((byte >> (4 * (i % 2))) & 15) << ", want "
+                        << int(code);
+        }
+      }
+    }
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_TRUE(
+        sameFloat(run.dots[r], dotInOrder(&q[r * kDim], &run.out[r * kDim])))
+        << "row " << r;
 }
 
 } // namespace

@@ -25,6 +25,49 @@ float msac::reference::roundBF16(float x) {
   return numerics::bf16ToFloat(numerics::floatToBF16(x));
 }
 
+//===----------------------------------------------------------------------===//
+// Cache formats
+//===----------------------------------------------------------------------===//
+
+void msac::reference::quantizeNVFP4Block(const float *x, uint8_t &scale,
+                                         uint8_t *codes) {
+  float amax = 0;
+  for (int i = 0; i < 16; ++i)
+    amax = std::isnan(x[i]) || std::isnan(amax)
+               ? std::numeric_limits<float>::quiet_NaN()
+               : std::max(amax, std::fabs(x[i]));
+  scale = numerics::floatToE4M3(amax / 6.0f);
+  const float s = numerics::e4m3ToFloat(scale);
+  for (int i = 0; i < 16; ++i)
+    codes[i] = s == 0 ? 0 : numerics::floatToE2M1(x[i] / s);
+}
+
+float msac::reference::dequantizeNVFP4ToFP8(uint8_t code, uint8_t scale) {
+  float v = numerics::e2m1ToFloat(code) * numerics::e4m3ToFloat(scale);
+  if (!std::isnan(v))
+    v = std::min(448.0f, std::max(-448.0f, v));
+  return numerics::e4m3ToFloat(numerics::floatToE4M3(v));
+}
+
+void msac::reference::roundTripCache(float *x, int64_t n, CacheFormat format) {
+  switch (format) {
+  case CacheFormat::BF16:
+    return;
+  case CacheFormat::FP8:
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = numerics::e4m3ToFloat(numerics::floatToE4M3(x[i]));
+    return;
+  case CacheFormat::NVFP4:
+    for (int64_t block = 0; block < n; block += 16) {
+      uint8_t scale, codes[16];
+      quantizeNVFP4Block(x + block, scale, codes);
+      for (int i = 0; i < 16; ++i)
+        x[block + i] = dequantizeNVFP4ToFP8(codes[i], scale);
+    }
+    return;
+  }
+}
+
 static std::vector<float> roundAll(std::vector<float> v) {
   for (float &x : v)
     x = roundBF16(x);
@@ -392,10 +435,8 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         std::vector<float> &vc = seq.values[l * Hkv + head];
         kc.insert(kc.end(), k.begin() + head * D, k.begin() + (head + 1) * D);
         vc.insert(vc.end(), v.begin() + head * D, v.begin() + (head + 1) * D);
-        if (kvE4M3)
-          for (std::vector<float> *cache : {&kc, &vc})
-            for (auto it = cache->end() - D; it != cache->end(); ++it)
-              *it = numerics::e4m3ToFloat(numerics::floatToE4M3(*it));
+        for (std::vector<float> *cache : {&kc, &vc})
+          roundTripCache(cache->data() + cache->size() - D, D, kvFormat);
       }
 
       std::vector<float> attn(Hq * D);
@@ -413,9 +454,8 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         rope(ik.data(), p);
         std::vector<float> &ic = seq.indexKeys[l];
         ic.insert(ic.end(), ik.begin(), ik.end());
-        if (indexE4M3)
-          for (auto it = ic.end() - s.indexDim; it != ic.end(); ++it)
-            *it = numerics::e4m3ToFloat(numerics::floatToE4M3(*it));
+        roundTripCache(ic.data() + ic.size() - s.indexDim, s.indexDim,
+                       indexFormat);
         auto &perToken = selections[l];
         perToken.emplace_back();
         for (int64_t g = 0; g < Hkv; ++g) {

@@ -31,6 +31,25 @@ namespace msac::reference {
 /// Rounds to the nearest BF16 value (ties to even).
 float roundBF16(float x);
 
+/// Element format of a cache (msa-m3-spec.md §4.1).
+enum class CacheFormat { BF16, FP8, NVFP4 };
+
+/// One NVFP4 block of a cache (msa-m3-spec.md §4.2, global scale 1):
+/// quantizes the 16 values `x` as TensorRT-LLM's NVFP4 kernel does, with
+/// exact FP32 divisions (scale = E4M3(amax / 6), codes = E2M1(x / scale),
+/// zero codes when the scale is 0; a NaN makes the scale NaN), giving the
+/// E4M3 scale byte and the 16 E2M1 codes (one per byte, low nibble).
+void quantizeNVFP4Block(const float *x, uint8_t &scale, uint8_t *codes);
+/// A cached NVFP4 value as the Q8KV4 kernels read it (§4.2
+/// `inference.dequant`): code x scale in FP32, clamped to +-448, rounded
+/// to E4M3; returned as float.
+float dequantizeNVFP4ToFP8(uint8_t code, uint8_t scale);
+/// Stores `n` values (a multiple of 16) in `format` and reads them back as
+/// the attention and indexer read a cache: BF16 values unchanged (they are
+/// BF16 already), FP8 rounded to E4M3 (scale 1, saturating), NVFP4
+/// quantized per 16 and dequantized to FP8.
+void roundTripCache(float *x, int64_t n, CacheFormat format);
+
 //===----------------------------------------------------------------------===//
 // The MSA pieces, as free functions (unit-tested on hand-made inputs)
 //===----------------------------------------------------------------------===//
@@ -100,13 +119,12 @@ public:
 
   const ckpt::ModelConfig &config() const { return cfg; }
 
-  /// Cache element formats (msa-m3-spec.md §4.1): with `kvFP8` / `indexFP8`
-  /// the keys and values / index keys are stored as FP8 E4M3 (scale 1:
-  /// saturating round to nearest even, LowPrecision.h) when appended; by
-  /// default they stay BF16.
-  void setCacheFormats(bool kvFP8, bool indexFP8) {
-    kvE4M3 = kvFP8;
-    indexE4M3 = indexFP8;
+  /// Cache element formats (msa-m3-spec.md §4.1): keys and values / index
+  /// keys go through roundTripCache (per head) when appended; by default
+  /// they stay BF16.
+  void setCacheFormats(CacheFormat kv, CacheFormat index) {
+    kvFormat = kv;
+    indexFormat = index;
   }
 
 private:
@@ -126,7 +144,7 @@ private:
   std::map<std::string, std::vector<float>> weights;
   std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> selections;
   std::vector<double> margins;
-  bool kvE4M3 = false, indexE4M3 = false;
+  CacheFormat kvFormat = CacheFormat::BF16, indexFormat = CacheFormat::BF16;
 };
 
 } // namespace msac::reference

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Nvfp4CacheCases.h"
 #include "M3Reference.h"
 
 #include "gtest/gtest.h"
@@ -224,6 +225,51 @@ TEST(Attend, B11OrderAndCausalMaskInsideTheLocalBlock) {
   EXPECT_EQ(lse, -INFINITY);
   for (float x : out)
     EXPECT_EQ(x, 0.0f);
+}
+
+/// Equal as floats, with -0 distinct from +0 and any NaN equal to NaN.
+::testing::AssertionResult sameFloat(float got, float want) {
+  if (std::isnan(want) ? std::isnan(got)
+                       : got == want && std::signbit(got) == std::signbit(want))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << ", want " << want;
+}
+
+TEST(CacheFormats, NVFP4BlocksMatchHandComputedValues) {
+  // msa-m3-spec.md §4.2; the cases and their derivations are in
+  // unittests/Nvfp4CacheCases.h.
+  for (const msac::testing::Nvfp4BlockCase &c :
+       msac::testing::nvfp4BlockCases()) {
+    SCOPED_TRACE(c.what);
+    uint8_t scale = 0xFF, codes[16];
+    quantizeNVFP4Block(c.x, scale, codes);
+    EXPECT_EQ(int(scale), int(c.scale));
+    std::vector<float> x(c.x, c.x + 16);
+    roundTripCache(x.data(), 16, CacheFormat::NVFP4);
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(int(codes[i]), int(c.codes[i])) << "element " << i;
+      EXPECT_TRUE(sameFloat(dequantizeNVFP4ToFP8(codes[i], scale), c.read[i]))
+          << "element " << i;
+      EXPECT_TRUE(sameFloat(x[i], c.read[i])) << "element " << i;
+    }
+  }
+}
+
+TEST(CacheFormats, NVFP4DequantizesToFP8AsSpecified) {
+  // §4.2 dequant: FP32 product, clamped to +-448, rounded to E4M3. A few
+  // products worked by hand: 1.5 x 1.125 = 1.6875 (tie of 1.625 and 1.75
+  // -> 1.75, even mantissa); 6 x 448 -> 448; 3 x 2^-9 (subnormal) exact;
+  // -6 x 1.375 = -8.25 -> -8 (steps of 1 in [8, 16)).
+  EXPECT_EQ(dequantizeNVFP4ToFP8(0x3, 0x39), 1.75f);
+  EXPECT_EQ(dequantizeNVFP4ToFP8(0x7, 0x7E), 448.0f);
+  EXPECT_EQ(dequantizeNVFP4ToFP8(0x5, 0x01), 3.0f / 512);
+  EXPECT_EQ(dequantizeNVFP4ToFP8(0xF, 0x3B), -8.0f);
+  // FP8 caches round each value once (scale 1, saturating); BF16 keeps it.
+  std::vector<float> x = {1.0625f, 500.0f, -0.3f};
+  roundTripCache(x.data(), 3, CacheFormat::FP8);
+  EXPECT_EQ(x, (std::vector<float>{1.0f, 448.0f, -0.3125f}));
+  roundTripCache(x.data(), 3, CacheFormat::BF16);
+  EXPECT_EQ(x, (std::vector<float>{1.0f, 448.0f, -0.3125f}));
 }
 
 /// The reference model on the tiny synthetic checkpoint (written by

@@ -238,11 +238,24 @@ int main(int argc, char **argv) {
     return 2;
   }
   // The reference stores the caches in the artifact's formats.
-  bool kvFP8 = false, indexFP8 = false;
-  for (const runtime::Buffer &b : artifact->buffers())
-    if (b.kind == runtime::Buffer::Kind::Cache && b.dtype == "f8E4M3FN")
-      (b.name.rfind("index_cache", 0) == 0 ? indexFP8 : kvFP8) = true;
-  ref->setCacheFormats(kvFP8, indexFP8);
+  using reference::CacheFormat;
+  CacheFormat kvFormat = CacheFormat::BF16, indexFormat = CacheFormat::BF16;
+  for (const runtime::Buffer &b : artifact->buffers()) {
+    if (b.kind != runtime::Buffer::Kind::Cache || b.dtype == "bf16")
+      continue;
+    CacheFormat &format =
+        b.name.rfind("index_cache", 0) == 0 ? indexFormat : kvFormat;
+    if (b.dtype == "f8E4M3FN")
+      format = CacheFormat::FP8;
+    else if (b.dtype == "nvfp4")
+      format = CacheFormat::NVFP4;
+    else {
+      std::cerr << "msac-host-check: cache '" << b.name << "' is " << b.dtype
+                << "; the reference keeps bf16, f8E4M3FN and nvfp4 caches\n";
+      return 2;
+    }
+  }
+  ref->setCacheFormats(kvFormat, indexFormat);
   const int64_t vocab = artifact->model().vocabSize;
   bool ok = true;
   auto report = [&](const std::string &name, const Errors &e) {

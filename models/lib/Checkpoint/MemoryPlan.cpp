@@ -50,6 +50,26 @@ int64_t msac::ckpt::cacheBytesPerVector(CacheDType dtype, int64_t dim) {
   return 0;
 }
 
+std::string msac::ckpt::checkCacheDTypes(const ModelConfig &config,
+                                         CacheDType kvDType,
+                                         CacheDType indexDType) {
+  auto check = [](const char *flag, CacheDType dtype, const char *field,
+                  int64_t dim) -> std::string {
+    if (dtype != CacheDType::NVFP4 || dim % 16 == 0)
+      return "";
+    return std::string(flag) + " nvfp4 needs " + field +
+           " to be a multiple of 16 (one E4M3 scale per 16 values), but it "
+           "is " +
+           std::to_string(dim);
+  };
+  std::string problem =
+      check("--kv-cache-dtype", kvDType, "head_dim", config.headDim);
+  if (problem.empty() && config.numSparseLayers())
+    problem = check("--index-cache-dtype", indexDType, "sparse_index_dim",
+                    config.sparse.indexDim);
+  return problem;
+}
+
 std::optional<uint64_t> msac::ckpt::parseByteSize(std::string_view text) {
   size_t i = 0, dots = 0;
   while (i < text.size() &&

@@ -46,6 +46,9 @@ struct BufferDesc {
   /// runtime's); inputs: the function argument index.
   int64_t argument = -1;
   int64_t heads = 0, pageSize = 0, headDim = 0;
+  /// Cache buffers: bytes per token (all heads, block scales included;
+  /// PagedCacheType::getBytesPerToken).
+  int64_t bytesPerToken = 0;
   /// Weights stacked over experts: the name pattern with `{}` and count.
   int64_t stacked = 0;
 };

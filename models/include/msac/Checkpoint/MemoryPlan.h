@@ -33,6 +33,14 @@ const char *cacheDTypeName(CacheDType dtype);
 /// E4M3), dim/2 + dim/16 (NVFP4: E2M1 pairs plus one E4M3 scale per 16).
 int64_t cacheBytesPerVector(CacheDType dtype, int64_t dim);
 
+/// Checks that the caches of `config` can be stored in `kvDType` and
+/// `indexDType`: NVFP4 keeps one E4M3 scale per 16 values (msa-m3-spec.md
+/// §4.2), so the cached vectors (head_dim; sparse_index_dim when the model
+/// has MSA layers) must be multiples of 16. Returns "" or the problem,
+/// naming the flag and the config field.
+std::string checkCacheDTypes(const ModelConfig &config, CacheDType kvDType,
+                             CacheDType indexDType);
+
 /// Parses a byte count: a plain number or one with a unit (`80GiB`,
 /// `141GB`, `512MiB`, `1.5TB`; decimal k/M/G/T and binary Ki/Mi/Gi/Ti).
 std::optional<uint64_t> parseByteSize(std::string_view text);

@@ -33,12 +33,16 @@ struct Extent {
 struct Buffer {
   enum class Kind { Input, Cache, Weight, Activation } kind;
   std::string name;
-  std::string dtype; // bf16, f32, i32
+  std::string dtype; // bf16, f32, i32; caches also f8E4M3FN, nvfp4
   std::vector<Extent> shape;
   int64_t argument = -1;
   int64_t heads = 0, pageSize = 0, headDim = 0;
+  /// Caches: bytes one token occupies (all heads; NVFP4: head_dim / 2 code
+  /// bytes and head_dim / 16 E4M3 scales per head), the manifest's
+  /// `bytes_per_token`.
+  int64_t bytesPerToken = 0;
   uint64_t offset = 0, bytes = 0; // weights
-  /// Bytes of one element.
+  /// Bytes of one element (not meaningful for an nvfp4 cache).
   int64_t elementBytes() const;
 };
 

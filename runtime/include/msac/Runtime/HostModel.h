@@ -86,7 +86,10 @@ public:
     return elements(b, o);
   }
   /// Fills every paged cache with deterministic pseudo-random values
-  /// uniform in [-2, 2) (a synthetic context for decode benchmarks).
+  /// uniform in [-2, 2) (a synthetic context for decode benchmarks); the
+  /// host fills NVFP4 caches with uniform random codes and E4M3 scales
+  /// uniform in [0.125, 0.625), as the MSA tests' `make_inputs`
+  /// (msa-m3-spec.md §5.4).
   virtual bool fillCaches(uint64_t seed, std::string &error) {
     error = "this executor cannot fill caches";
     return false;
@@ -110,6 +113,9 @@ protected:
                        const StepInput &in, std::string &error);
   /// Element count of a non-weight buffer for these limits.
   static uint64_t elements(const Buffer &b, const HostModelOptions &o);
+  /// Bytes of a non-weight buffer for these limits (a cache: pages x page
+  /// size x bytes per token, block scales included).
+  static uint64_t bytes(const Buffer &b, const HostModelOptions &o);
   /// Checks that every weight of `artifact` is bf16 or f32 (what
   /// dummyWeights can synthesize).
   static bool checkDummyWeights(const Artifact &artifact, std::string &error);
@@ -118,10 +124,11 @@ protected:
   static bool canSynthesize(const std::string &dtype) {
     return dtype == "bf16" || dtype == "f32" || dtype == "f8E4M3FN";
   }
-  /// Checks that fillUniform can write every paged cache of `artifact`
-  /// (fillCaches); otherwise sets `error` naming the first other cache.
+  /// Checks that fillUniform (or, with `nvfp4`, the executor's NVFP4
+  /// filler) can write every paged cache of `artifact` (fillCaches);
+  /// otherwise sets `error` naming the first other cache.
   static bool checkSynthesizableCaches(const Artifact &artifact,
-                                       std::string &error);
+                                       std::string &error, bool nvfp4 = false);
   /// Writes `count` values of `dtype` (canSynthesize) uniform in [lo, hi)
   /// from a SplitMix64 stream seeded with `seed`, each rounded to nearest
   /// even (FP8: saturating, as the cache insert stores).

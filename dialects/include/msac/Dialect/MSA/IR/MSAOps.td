@@ -165,9 +165,13 @@ def MSA_KVCacheInsertOp : MSA_Op<"kv_cache_insert", [Pure,
 
     The values are converted to the cache element type: a plain rounding
     cast for `bf16`/`f16`/`f32`; a saturating cast with scale 1 for FP8
-    (the MSA Q8KV8 kernels take no K scale, §4.1); for `!bsq.nvfp4`, one
-    E4M3 scale per 16 channels from the block maximum (`amax / 6`) and
-    E2M1 values rounded to nearest even (§4.2).
+    (the MSA Q8KV8 kernels take no K scale, §4.1); for `!bsq.nvfp4` (global
+    scale 1, §4.2), per 16 channels `x` the NVFP4 block quantization of
+    `bsq.quantize` (TensorRT-LLM's kernel recipe): `scale = E4M3(amax / 6)`
+    with `amax = max |x|` (FP32 division, round to nearest even, saturating
+    at 448; a NaN gives the NaN scale), codes `E2M1(x / scale)` (FP32
+    division, nearest with ties to the even code, saturating at ±6, the
+    sign kept), all codes 0 when the scale is 0.
 
     `values` is `[T, heads, head_dim]`, `seq_ids` and `positions` `[T]`.
     The block table's page size must equal the cache's.

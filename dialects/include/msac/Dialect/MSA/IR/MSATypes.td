@@ -34,6 +34,22 @@ def MSA_PagedCacheType : MSA_Type<"PagedCache", "paged_cache"> {
     * `page_size` equals the sparse block size (128) wherever MSA reads the
       cache: one selected block is exactly one page.
 
+    Storage: a `bf16`, `f16`, `f32` or FP8 cache holds `[num_pages, heads,
+    page_size, head_dim]` elements. An NVFP4 cache stores each page as its
+    packed E2M1 codes `[heads, page_size, head_dim / 2]` bytes (byte `i`:
+    element `2i` in the low nibble, `2i + 1` in the high nibble) followed
+    by its E4M3 scales `[heads, page_size, head_dim / 16]` (scale `j`
+    covers elements `16j .. 16j + 15`): the spec's separate code and scale
+    tensors (§4.1) with a page stride of `heads * page_size * (head_dim / 2
+    + head_dim / 16)` bytes, so that a kernel finds both from the page id.
+    `getBytesPerToken` counts the scales.
+
+    Reading: the ops that read a cache see its values widened exactly to
+    FP32, except NVFP4 values, which are first dequantized to FP8 E4M3 as
+    the Q8KV4 kernels do (§4.2 `inference.dequant`: the E2M1 value times
+    the scale in FP32, clamped to ±448, rounded to nearest even E4M3; global
+    scale 1).
+
     Syntax: `!msa.paged_cache<heads = 4, page_size = 128, head_dim = 128, bf16>`.
   }];
   let parameters = (ins "int64_t":$heads, "int64_t":$pageSize,
