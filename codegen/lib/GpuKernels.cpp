@@ -1351,7 +1351,9 @@ void attentionKernel(GK &g, Operation *op) {
     Value t = k.irem(w, T);
     Value kvHead = k.idiv(w, k.imul(T, k.c(s.chunks)));
     Value chunk = k.irem(k.idiv(w, T), k.c(s.chunks));
-    if (sparse || g.warps < 2) {
+    // The multi-token way for heads of whole 64-channel groups (16-byte
+    // K and V pieces; measured on the H200 at D = 128), dense attention.
+    if (sparse || g.warps < 2 || s.d % 64 != 0) {
       perToken(t, kvHead, chunk);
       return;
     }
