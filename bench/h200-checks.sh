@@ -16,6 +16,9 @@
 #          attention  bench/msa_decode.py: MSA decode attention against
 #                     PyTorch at 9 points (about 8 minutes)
 #          engine     generation and the engine benchmark of the tiny model
+#          prologue   the fused-prologue artifact's layers against PyTorch at
+#                     the three check points, then bench/prologue_bench.py
+#                     (fused against unfused at 1-4,096 tokens)
 set -u
 BENCH=$(cd "$(dirname "$0")" && pwd)
 DIR=$(cd "$1" && pwd)
@@ -29,13 +32,13 @@ export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0  # msac-host-check has A
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 status=0
 
-# check NAME BATCH CONTEXT CHUNK(0 = decode) OPS(yes|no)
+# check NAME BATCH CONTEXT CHUNK(0 = decode) OPS(yes|no) [ARTIFACT]
 check() {
   local d
   d=$(mktemp -d)
   local extra=""
   [ "$4" -gt 0 ] && extra="--prefill-chunk $4"
-  timeout 120 ./msac-run bench-decode m3.msa --device cuda --dummy-weights --batch "$2" \
+  timeout 120 ./msac-run bench-decode "${6:-m3.msa}" --device cuda --dummy-weights --batch "$2" \
     --context "$3" $extra --steps 1 --warmup 1 --dump "$d" | head -1
   if [ "$5" = yes ]; then
     timeout 200 python3 "$BENCH/m3_ops_check.py" "$d" --config "$CFG" 2>&1 \
@@ -49,9 +52,11 @@ check() {
 if [[ $PARTS == *,checks,* ]]; then
   timeout 150 ./msac-host-check tiny.msa tiny --quick --device cuda 2>&1 \
     | tee "$RESULTS/tiny-check.txt" | tail -3
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
   if [[ $PARTS == *,nvfp4,* ]]; then
     timeout 150 ./msac-host-check nv.msa nv --quick --device cuda 2>&1 \
       | tee "$RESULTS/nv-check.txt" | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
   fi
   check decode-1x8192 1 8192 0 yes
   check decode-64x8192 64 8192 0 yes
@@ -70,6 +75,13 @@ if [[ $PARTS == *,attention,* ]]; then
     --points 8x131072,1x8192,8x8192,64x8192,1x32768,8x32768,64x32768,1x131072,64x131072 \
     --check 8x8192,8x131072 --autotune-points 8x131072 --steps 10 \
     --out "$RESULTS/msa_decode.json" | grep -v '^{'
+fi
+if [[ $PARTS == *,prologue,* ]]; then
+  check fused-decode-1x8192 1 8192 0 no m3f.msa
+  check fused-decode-64x8192 64 8192 0 no m3f.msa
+  check fused-prefill-2x256-8192 2 8192 256 no m3f.msa
+  timeout 300 python3 "$BENCH/prologue_bench.py" --msac-run ./msac-run --unfused m3.msa \
+    --fused m3f.msa --config "$CFG" --out "$RESULTS/prologue.json" 2>&1 | grep -v Warn
 fi
 if [[ $PARTS == *,engine,* ]]; then
   ./msac-run generate tiny.msa -p "The index branch" -n 24 --ignore-eos --device cuda | tail -2

@@ -2,7 +2,8 @@
 # Builds what bench/h200-checks.sh needs into DIR (a folder git ignores, e.g.
 # .devrun; pass it in the device run's carry list): the runtime binaries,
 # the tiny bf16 and NVFP4/MXFP8 checkpoints with their host+sm_90a artifacts,
-# and the weight-stripped real-shape M3 artifact (1 dense + 1 MSA/MoE layer).
+# and the weight-stripped real-shape M3 artifact (1 dense + 1 MSA/MoE layer),
+# unfused (m3.msa) and with --fuse-attention-prologue (m3f.msa).
 # Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,7 +12,7 @@ BIN=$(cd "${2:-$ROOT/build}" && pwd)/bin
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$DIR"
 cd "$DIR"
-rm -rf tiny nv m3 tiny.msa nv.msa m3.msa
+rm -rf tiny nv m3 tiny.msa nv.msa m3.msa m3f.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
 "$BIN/msac-synth" tiny
 "$BIN/msac-synth" nv --format nvfp4
@@ -21,5 +22,7 @@ for m in tiny nv; do
   "$BIN/msac" compile "$m" -o "$m.msa" --target host,sm_90a --cuda-toolkit "$CUDA"
 done
 "$BIN/msac" compile m3 -o m3.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
+"$BIN/msac" compile m3 -o m3f.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+  --fuse-attention-prologue
 rm -rf m3
 du -sh .
