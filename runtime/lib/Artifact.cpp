@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,6 +24,47 @@
 
 using namespace msac::runtime;
 using json = nlohmann::json;
+
+namespace {
+
+/// "" when `path` is an x86-64 ELF64 shared object whose program headers,
+/// segments and section headers all lie within the file; else an error
+/// naming the file, its size and the size its headers need.
+std::string checkSharedObject(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return path + ": cannot load the host kernels: " + std::strerror(errno);
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  auto corrupt = [&](const std::string &why) {
+    return path + ": " + why +
+           "; the artifact is damaged (copy it again, or recompile)";
+  };
+  Elf64_Ehdr eh;
+  if (bytes.size() < sizeof(eh))
+    return corrupt("file too short for an ELF header (" +
+                   std::to_string(bytes.size()) + " bytes)");
+  std::memcpy(&eh, bytes.data(), sizeof(eh));
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
+    return corrupt("not an x86-64 ELF64 shared object");
+  uint64_t need =
+      std::max<uint64_t>(eh.e_phoff + uint64_t(eh.e_phnum) * eh.e_phentsize,
+                         eh.e_shoff + uint64_t(eh.e_shnum) * eh.e_shentsize);
+  if (need <= bytes.size() && eh.e_phentsize == sizeof(Elf64_Phdr))
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+      Elf64_Phdr ph;
+      std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+      need = std::max<uint64_t>(need, ph.p_offset + ph.p_filesz);
+    }
+  if (need > bytes.size())
+    return corrupt("truncated: " + std::to_string(bytes.size()) +
+                   " bytes, but its ELF headers describe " +
+                   std::to_string(need));
+  return "";
+}
+
+} // namespace
 
 int64_t Buffer::elementBytes() const {
   if (dtype == "bf16" || dtype == "f16")
@@ -231,6 +274,12 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     // Host kernels (a GPU-only artifact has none).
     if (libPath.empty())
       return a;
+    // dlopen maps the file and faults on pages past its end: check that a
+    // (say, partly copied) shared object holds what its headers describe.
+    if (std::string e = checkSharedObject(libPath); !e.empty()) {
+      error = e;
+      return nullptr;
+    }
     a->library = ::dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!a->library) {
       error = libPath + ": cannot load the host kernels: " + ::dlerror();

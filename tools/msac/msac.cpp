@@ -28,9 +28,11 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -91,8 +93,9 @@ static cl::opt<bool> fuseAttentionPrologue(
     "fuse-attention-prologue",
     cl::desc("Fuse each layer's QKV projections, Q/K norms, RoPE and cache "
              "inserts into one msa.attention_prologue kernel "
-             "(-msa-fuse-attention-prologue; host-only for now: GPUs run "
-             "its host body as a grid-stride loop)"),
+             "(-msa-fuse-attention-prologue; on sm_90a a tile GEMM with "
+             "the norms, RoPE and inserts in its epilogue for heads of 128 "
+             "channels; layers with NVFP4 caches stay unfused)"),
     cl::init(false), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> ptxasFmad(
     "ptxas-fmad",
@@ -158,12 +161,12 @@ std::optional<ckpt::CacheDType> cacheDType(const cl::opt<std::string> &flag) {
   return ckpt::parseCacheDType(flag.getValue());
 }
 
-/// Makes `dir` ready for a new artifact: creates it, or empties an earlier
-/// artifact there (one holding manifest.json), so that no file of another
-/// compile (a tokenizer, another target's kernels) survives. Refuses a
-/// non-empty folder that is not an artifact, and a file. Returns 0 or the
-/// exit code after printing the error.
-int prepareArtifactDir(const std::string &dir) {
+/// Checks that `dir` may receive a new artifact: absent, empty, or an
+/// earlier artifact (one holding manifest.json), which commitArtifact
+/// replaces whole once the new one is complete. Refuses a non-empty folder
+/// that is not an artifact, and a file. Returns 0 or the exit code after
+/// printing the error.
+int checkArtifactDir(const std::string &dir) {
   if (!sys::fs::exists(dir))
     return 0;
   if (!sys::fs::is_directory(dir))
@@ -178,10 +181,27 @@ int prepareArtifactDir(const std::string &dir) {
     return usageError("-o " + dir +
                       " is a non-empty folder without manifest.json (not an "
                       "msac artifact); choose another -o or empty it");
-  if (std::error_code rm = sys::fs::remove_directories(dir))
-    return usageError("cannot replace the artifact " + dir + ": " +
-                      rm.message());
   return 0;
+}
+
+/// The folder a compile writes before commitArtifact moves it to `dir`: a
+/// sibling named after the process, so that an earlier artifact survives
+/// a failed or interrupted compile and a retry is never blocked.
+std::string stagingDir(const std::string &dir) {
+  return dir + ".partial-" + std::to_string(sys::Process::getProcessId());
+}
+
+/// Replaces `dir` (absent, empty or an earlier artifact: checkArtifactDir)
+/// with the complete artifact in `staging`. Returns an error message or "".
+std::string commitArtifact(const std::string &staging, const std::string &dir) {
+  if (sys::fs::exists(dir))
+    if (std::error_code ec = sys::fs::remove_directories(dir))
+      return "cannot replace the artifact " + dir + ": " + ec.message() +
+             "; the new one is in " + staging;
+  if (std::error_code ec = sys::fs::rename(staging, dir))
+    return "cannot move the new artifact from " + staging + " to " + dir +
+           ": " + ec.message();
+  return "";
 }
 
 bool hasTensors(const std::string &dir) {
@@ -317,8 +337,24 @@ int runCompile() {
   if (emit == EmitStage::PTX && gpus.empty())
     return usageError("--emit=ptx needs an NVIDIA --target (sm_90a, sm_100a)");
   if (emit == EmitStage::Artifact)
-    if (int rc = prepareArtifactDir(outputFile))
+    if (int rc = checkArtifactDir(outputFile))
       return rc;
+  // Artifacts are written to a staging folder, removed unless committed.
+  const std::string staging = stagingDir(outputFile);
+  bool committed = false;
+  auto dropStaging = llvm::make_scope_exit([&] {
+    if (emit == EmitStage::Artifact && !committed && sys::fs::exists(staging))
+      sys::fs::remove_directories(staging);
+  });
+  auto commit = [&]() -> int {
+    if (std::string error = commitArtifact(staging, outputFile);
+        !error.empty()) {
+      WithColor::error(errs(), "msac") << error << "\n";
+      return 1;
+    }
+    committed = true;
+    return 0;
+  };
   if (emit == EmitStage::Artifact &&
       !sys::fs::exists(compileDir + "/tokenizer.json"))
     WithColor::warning(errs(), "msac")
@@ -362,8 +398,13 @@ int runCompile() {
     // then, when asked, the attention prologues are fused.
     mlir::PassManager pm(&context);
     buildReferencePipeline(pm);
-    if (fuseAttentionPrologue)
+    if (fuseAttentionPrologue) {
       pm.addPass(createMSAFuseAttentionPrologue());
+      if (*kv == ckpt::CacheDType::NVFP4 || *index == ckpt::CacheDType::NVFP4)
+        WithColor::warning(errs(), "msac")
+            << "--fuse-attention-prologue leaves layers with NVFP4 caches "
+               "unfused (the fused kernel does not quantize to NVFP4 yet)\n";
+    }
     if (failed(pm.run(*module)))
       return 3;
   }
@@ -393,9 +434,8 @@ int runCompile() {
     return 0;
   }
   if (emit == EmitStage::Artifact) {
-    if (std::error_code ec =
-            sys::fs::create_directories(outputFile + "/kernels"))
-      return usageError("cannot create " + outputFile + ": " + ec.message());
+    if (std::error_code ec = sys::fs::create_directories(staging + "/kernels"))
+      return usageError("cannot create " + staging + ": " + ec.message());
     for (const GpuTarget *gpu : gpus) {
       progress(4, steps,
                "compiling " + Twine(program->kernelNames.size()) +
@@ -410,7 +450,7 @@ int runCompile() {
       }
       std::string file = "kernels/" + gpu->name.str() + ".cubin";
       std::error_code ec;
-      raw_fd_ostream out(outputFile + "/" + file, ec, sys::fs::OF_None);
+      raw_fd_ostream out(staging + "/" + file, ec, sys::fs::OF_None);
       if (ec)
         return usageError("cannot write " + file + ": " + ec.message());
       out << cubin;
@@ -424,12 +464,14 @@ int runCompile() {
                              : "writing weights and manifest to ") +
                    outputFile);
       std::string error =
-          writeArtifact(outputFile, *program, written, *model->config,
+          writeArtifact(staging, *program, written, *model->config,
                         *model->checkpoint, compileDir, stripWeights);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;
       }
+      if (int rc = commit())
+        return rc;
       outs() << "msac: wrote " << outputFile << " ("
              << program->kernelNames.size() << " kernels, "
              << program->schedule.size() << " launches per step)\n";
@@ -446,7 +488,7 @@ int runCompile() {
            "compiling " + Twine(program->kernelNames.size()) +
                " kernels for x86-64");
   std::string error = emitHostSharedObject(
-      *program->kernels, outputFile + "/kernels/host-x86_64.so", lldPath);
+      *program->kernels, staging + "/kernels/host-x86_64.so", lldPath);
   if (!error.empty()) {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
@@ -457,12 +499,14 @@ int runCompile() {
                outputFile);
   written.insert(written.begin(),
                  {"host-x86_64", "kernels/host-x86_64.so", 0, 0});
-  error = writeArtifact(outputFile, *program, written, *model->config,
+  error = writeArtifact(staging, *program, written, *model->config,
                         *model->checkpoint, compileDir, stripWeights);
   if (!error.empty()) {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
   }
+  if (int rc = commit())
+    return rc;
   outs() << "msac: wrote " << outputFile << " (" << program->kernelNames.size()
          << " kernels, " << program->schedule.size() << " launches per step)\n";
   return 0;
