@@ -128,8 +128,8 @@ bool Engine::run(const std::vector<Request> &requests,
         in.seqIds.push_back(static_cast<int32_t>(r));
         in.positions.push_back(static_cast<int32_t>(s.done + i));
       }
-      hasPrefill |=
-          s.done < static_cast<int64_t>(requests[r].prompt.size()) && take > 1;
+      // Prompt tokens make a prefill step, however few a step takes.
+      hasPrefill |= s.done < static_cast<int64_t>(requests[r].prompt.size());
       budget -= take;
       s.done += take;
       if (s.done == static_cast<int64_t>(s.tokens.size())) {

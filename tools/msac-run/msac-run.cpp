@@ -284,8 +284,8 @@ int generate(const std::string &path, const GenerateOptions &g) {
     return fail(error);
   const EngineStats &s = engine.stats();
   const RequestResult &r = results[0];
-  // A rate needs timed steps of that kind (none for a one-token prompt's
-  // prefill or a single generated token's decode).
+  // A rate needs timed steps of that kind (no decode step when one token
+  // is generated).
   auto rate = [](int64_t tokens, double ms) {
     char buf[48];
     if (tokens <= 0 || ms <= 0)

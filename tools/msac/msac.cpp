@@ -37,6 +37,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -303,14 +304,24 @@ int runCompile() {
   std::vector<const GpuTarget *> gpus;
   for (const std::string &t : wanted) {
     if (t == "host") {
+      if (host)
+        return usageError("--target 'host' is listed twice");
       host = true;
       continue;
     }
     const GpuTarget *gpu = lookupGpuTarget(t);
-    if (!gpu || gpu->vendor != "nvidia")
+    if (!gpu)
       return usageError("--target '" + t +
-                        "' is not available yet; use host, sm_90a or "
-                        "sm_100a");
+                        "' is not a known target; use host, sm_90a or "
+                        "sm_100a (comma-separated for several)");
+    if (gpu->vendor != "nvidia")
+      return usageError("--target '" + t +
+                        "' is not available yet (the AMD backend is to "
+                        "come); use host, sm_90a or sm_100a");
+    if (std::find_if(gpus.begin(), gpus.end(), [&](const GpuTarget *g) {
+          return g == gpu;
+        }) != gpus.end())
+      return usageError("--target '" + t + "' is listed twice");
     gpus.push_back(gpu);
   }
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
@@ -526,6 +537,11 @@ int runPlan() {
                       "80GiB, 141GB)");
   if (maxSeqLen != -1 && (maxSeqLen < 1 || maxSeqLen > (int64_t(1) << 32)))
     return usageError("--max-seq-len must be in [1, 2^32]");
+  // A bare number is bytes; a budget below 1 MiB is surely a missing unit.
+  if (!memory.empty() && *budget < (uint64_t(1) << 20))
+    return usageError("--memory '" + memory + "' is " +
+                      std::to_string(*budget) +
+                      " bytes; give a unit (e.g. 80GiB, 141GB)");
 
   ckpt::Diagnostics diags;
   std::optional<ckpt::ModelConfig> config =
@@ -546,6 +562,12 @@ int runPlan() {
   std::string problem = ckpt::checkCacheDTypes(*config, *kv, *index);
   if (!problem.empty())
     return usageError(planDir + "/config.json: " + problem);
+  if (maxSeqLen > 0 && config->maxPositionEmbeddings &&
+      maxSeqLen > config->maxPositionEmbeddings)
+    return usageError("--max-seq-len " + std::to_string(maxSeqLen) +
+                      " exceeds the model's max_position_embeddings (" +
+                      std::to_string(config->maxPositionEmbeddings) + ", " +
+                      planDir + "/config.json)");
   int64_t length = maxSeqLen > 0 ? maxSeqLen.getValue()
                                  : (config->maxPositionEmbeddings
                                         ? config->maxPositionEmbeddings
