@@ -117,6 +117,57 @@ std::unique_ptr<Executor> makeExecutor(const Artifact &a,
   return m;
 }
 
+/// How many weights the artifact stores in each format, recognized by the
+/// names and dtypes of ModelOpt-style tensors: a payload `X.weight` beside
+/// `X.weight_scale` and `X.weight_scale_2` is NVFP4; beside a byte (E8M0)
+/// `X.weight_scale` MXFP8 (FP8 payload) or MXFP4 (byte payload); beside an
+/// f32 `X.weight_scale` per-tensor FP8; beside `X.weight_scale_inv` block
+/// FP8 (compressed-tensors NVFP4 stores `X.weight_packed`); any other weight
+/// counts under its dtype. Scale tensors are not counted; stacked experts
+/// count one per expert.
+std::map<std::string, int64_t> weightFormats(const Artifact &a) {
+  std::map<std::string, const Buffer *> byName;
+  for (const Buffer &b : a.buffers())
+    if (b.kind == Buffer::Kind::Weight)
+      byName[b.name] = &b;
+  auto find = [&](const std::string &name) -> const Buffer * {
+    auto it = byName.find(name);
+    return it == byName.end() ? nullptr : it->second;
+  };
+  auto endsWith = [](const std::string &s, const std::string &suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  std::map<std::string, int64_t> counts;
+  for (const auto &[name, b] : byName) {
+    if (endsWith(name, ".weight_scale") || endsWith(name, ".weight_scale_2") ||
+        endsWith(name, ".weight_scale_inv") ||
+        endsWith(name, ".weight_global_scale"))
+      continue;
+    // Stacked experts: `...experts.{}.w1.weight`, experts first.
+    const int64_t count =
+        name.find("{}") != std::string::npos && !b->shape.empty()
+            ? b->shape.front().value
+            : 1;
+    std::string format = b->dtype;
+    if (endsWith(name, ".weight_packed")) {
+      format = "nvfp4";
+    } else if (endsWith(name, ".weight")) {
+      const Buffer *scale = find(name + "_scale");
+      if (find(name + "_scale_2"))
+        format = "nvfp4";
+      else if (find(name + "_scale_inv"))
+        format = "fp8-block";
+      else if (scale && scale->dtype == "f32")
+        format = "fp8";
+      else if (scale)
+        format = b->dtype == "ui8" ? "mxfp4" : "mxfp8";
+    }
+    counts[format] += count;
+  }
+  return counts;
+}
+
 int inspect(const std::string &path, bool asJson) {
   int rc = 0;
   auto a = loadArtifact(path, rc);
@@ -151,6 +202,11 @@ int inspect(const std::string &path, bool asJson) {
   }
   int64_t sparse =
       std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
+  const std::map<std::string, int64_t> formats = weightFormats(*a);
+  std::string formatText;
+  for (const auto &[format, count] : formats)
+    formatText +=
+        (formatText.empty() ? "" : ", ") + format + " " + std::to_string(count);
   if (asJson) {
     nlohmann::ordered_json j = {
         {"artifact", path},
@@ -173,7 +229,8 @@ int inspect(const std::string &path, bool asJson) {
         {"weights",
          {{"tensors", weights},
           {"bytes", a->weightBytes()},
-          {"stripped", a->weightsStripped()}}},
+          {"stripped", a->weightsStripped()},
+          {"formats", formats}}},
         {"caches", caches},
         {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
@@ -196,6 +253,7 @@ int inspect(const std::string &path, bool asJson) {
             << (a->weightsStripped()
                     ? " bytes, stripped (compiled with --strip-weights)\n"
                     : " bytes (weights.bin, mapped)\n")
+            << "weight formats:  " << formatText << "\n"
             << "caches:          " << caches << " paged caches of "
             << m.pageSize << "-token pages, " << cacheBytesPerToken
             << " bytes per token\n"

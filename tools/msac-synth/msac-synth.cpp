@@ -27,6 +27,7 @@
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
 #include "msac/Checkpoint/SafetensorsWriter.h"
+#include "msac/Numerics/BlockQuantize.h"
 #include "msac/Numerics/LowPrecision.h"
 
 #include <CLI/CLI.hpp>
@@ -387,19 +388,10 @@ void Synthesizer::writeRows(const WeightPlan &plan, std::FILE *out, int part) {
           }
           break;
         case Encoding::MXFP8:
-          for (int64_t b = 0; b < cols / 32; ++b) {
-            float amax = 0;
-            for (int64_t i = 0; i < 32; ++i)
-              amax = std::max(amax, std::fabs(values[b * 32 + i]));
-            int e = -127;
-            if (amax > 0)
-              e = std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 8,
-                             -127, 127);
-            scales[b] = static_cast<uint8_t>(e + 127);
-            for (int64_t i = 0; i < 32; ++i)
-              dst[b * 32 + i] =
-                  numerics::floatToE4M3(std::ldexp(values[b * 32 + i], -e));
-          }
+          // The OCP MX rule `msac compile --quantize-weights` uses.
+          for (int64_t b = 0; b < cols / 32; ++b)
+            scales[b] = numerics::quantizeMXFP8Block(values.data() + b * 32,
+                                                     dst + b * 32);
           break;
         }
       }

@@ -6,6 +6,11 @@
 //   D]
 //       Checks the checkpoint (every problem listed) and prints the MiniMax-M3
 //       text model in the msa/bsq dialects.
+//   msac compile MODEL_DIR -o ARTIFACT [--target T,...] [...]
+//       Compiles the model to an artifact for msac-run.
+//   import and compile take --quantize-weights=RECIPE (nvfp4-experts, mxfp8,
+//   fp8): a bf16 checkpoint's projections are quantized on the way in, as
+//   a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights).
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
 //                       [--max-seq-len N] [--memory SIZE] [--json]
 //       Parameters, weight bytes, KV/index-cache bytes per token, and how many
@@ -19,6 +24,7 @@
 #include "msac/Checkpoint/MemoryPlan.h"
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
+#include "msac/Checkpoint/QuantizeWeights.h"
 #include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Codegen/TargetTable.h"
@@ -134,6 +140,15 @@ static cl::opt<std::string> indexCacheDType(
     cl::desc("Index-key cache element format: bf16, fp8, nvfp4"),
     cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand),
     cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<std::string> quantizeWeights(
+    "quantize-weights",
+    cl::desc("Quantize a bf16/f16/f32 checkpoint's projection weights as a "
+             "ModelOpt checkpoint stores them: nvfp4-experts (routed "
+             "experts NVFP4, other projections MXFP8; M3.1-Flash), mxfp8, "
+             "fp8 (block FP8, 128 x 128 tiles). Embedding, norms, router "
+             "and LM head stay as stored"),
+    cl::value_desc("recipe"), cl::init(""), cl::sub(importCommand),
+    cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<int64_t> maxSeqLen(
     "max-seq-len",
     cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
@@ -236,16 +251,36 @@ struct LoadedModel {
   std::optional<ckpt::ModelWeights> weights;
 };
 
-/// Reads config, shards and weights of `dir`, prints every diagnostic, and
-/// returns null (after "N problem(s) found; nothing was <verb>") when any
-/// error was found.
-std::unique_ptr<LoadedModel> loadModel(const std::string &dir,
-                                       const char *verb) {
+/// The recipe of --quantize-weights, nullopt when the flag is absent; prints
+/// the usage error and sets `bad` for an unknown recipe.
+std::optional<ckpt::WeightRecipe> weightRecipe(bool &bad) {
+  bad = false;
+  if (quantizeWeights.getNumOccurrences() == 0)
+    return std::nullopt;
+  std::optional<ckpt::WeightRecipe> recipe =
+      ckpt::parseWeightRecipe(quantizeWeights.getValue());
+  if (!recipe) {
+    bad = true;
+    usageError("--quantize-weights '" + quantizeWeights + "' is no recipe; " +
+               "use one of " + ckpt::weightRecipeList());
+  }
+  return recipe;
+}
+
+/// Reads config, shards and weights of `dir` (quantizing the weights with
+/// `recipe` when given), prints every diagnostic, and returns null (after
+/// "N problem(s) found; nothing was <verb>") when any error was found.
+std::unique_ptr<LoadedModel>
+loadModel(const std::string &dir, const char *verb,
+          std::optional<ckpt::WeightRecipe> recipe) {
   auto model = std::make_unique<LoadedModel>();
   ckpt::Diagnostics diags;
   model->config = ckpt::readModelConfig(dir, diags);
   if (model->config)
     model->checkpoint = ckpt::Checkpoint::open(dir, diags);
+  if (recipe && model->checkpoint && !diags.hasErrors())
+    ckpt::quantizeCheckpointWeights(*model->config, *model->checkpoint, *recipe,
+                                    diags);
   // Unreadable shards would make every tensor look missing: report them
   // alone.
   if (model->checkpoint && !diags.hasErrors())
@@ -268,7 +303,11 @@ int runImport() {
   if (!kv || !index)
     return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
                       "fp8 or nvfp4");
-  std::unique_ptr<LoadedModel> model = loadModel(importDir, "imported");
+  bool badRecipe;
+  std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
+  if (badRecipe)
+    return 2;
+  std::unique_ptr<LoadedModel> model = loadModel(importDir, "imported", recipe);
   if (!model)
     return 1;
   std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
@@ -341,6 +380,10 @@ int runCompile() {
     return usageError("--cuda-toolkit '" + cudaToolkit +
                       "' has no bin/ptxas, which NVIDIA targets need; point "
                       "it at a CUDA toolkit (default /usr/local/cuda)");
+  bool badRecipe;
+  std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
+  if (badRecipe)
+    return 2;
   if (!checkModelDir(compileDir))
     return 1;
   if (emit == EmitStage::Artifact && outputFile == "-")
@@ -375,7 +418,8 @@ int runCompile() {
            "tokenizer.json\n";
   const int steps = 5;
   progress(1, steps, "checking " + compileDir);
-  std::unique_ptr<LoadedModel> model = loadModel(compileDir, "compiled");
+  std::unique_ptr<LoadedModel> model =
+      loadModel(compileDir, "compiled", recipe);
   if (!model)
     return 1;
   std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);

@@ -293,8 +293,9 @@ static std::vector<float> dequantize(const ckpt::ResolvedWeight &w,
   return out;
 }
 
-std::unique_ptr<M3Reference> M3Reference::load(const std::string &dir,
-                                               ckpt::Diagnostics &diags) {
+std::unique_ptr<M3Reference>
+M3Reference::load(const std::string &dir, ckpt::Diagnostics &diags,
+                  std::optional<ckpt::WeightRecipe> recipe) {
   std::unique_ptr<M3Reference> ref(new M3Reference());
   std::optional<ckpt::ModelConfig> config = ckpt::readModelConfig(dir, diags);
   if (!config)
@@ -304,12 +305,15 @@ std::unique_ptr<M3Reference> M3Reference::load(const std::string &dir,
       ckpt::Checkpoint::open(dir, diags);
   if (!checkpoint || diags.hasErrors())
     return nullptr;
+  if (recipe &&
+      !ckpt::quantizeCheckpointWeights(ref->cfg, *checkpoint, *recipe, diags))
+    return nullptr;
   std::optional<ckpt::ModelWeights> resolved =
-      ckpt::resolveWeights(*config, *checkpoint, diags);
+      ckpt::resolveWeights(ref->cfg, *checkpoint, diags);
   if (!resolved)
     return nullptr;
   for (const auto &[name, weight] : resolved->byName)
-    ref->weights[name] = dequantize(weight, *checkpoint, *config);
+    ref->weights[name] = dequantize(weight, *checkpoint, ref->cfg);
   return ref;
 }
 

@@ -19,6 +19,7 @@
 
 #include "msac/Checkpoint/Diagnostics.h"
 #include "msac/Checkpoint/ModelConfig.h"
+#include "msac/Checkpoint/QuantizeWeights.h"
 
 #include <cstdint>
 #include <map>
@@ -85,9 +86,13 @@ float attend(const float *q, const float *keys, const float *values,
 class M3Reference {
 public:
   /// Loads the config and every weight (dequantized to float) of a
-  /// checkpoint folder. Returns null with diagnostics on failure.
-  static std::unique_ptr<M3Reference> load(const std::string &dir,
-                                           ckpt::Diagnostics &diags);
+  /// checkpoint folder. With `recipe`, the weights are first quantized as
+  /// `msac compile --quantize-weights` does (the shared, unit-tested
+  /// `ckpt::quantizeCheckpointWeights`), so the reference sees the bytes
+  /// the artifact stores. Returns null with diagnostics on failure.
+  static std::unique_ptr<M3Reference>
+  load(const std::string &dir, ckpt::Diagnostics &diags,
+       std::optional<ckpt::WeightRecipe> recipe = std::nullopt);
 
   /// The cached keys/values of one sequence.
   struct Sequence {

@@ -3,6 +3,11 @@
 // Part of msac's tests.
 //
 // Usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick] [--device cuda]
+//                        [--quantize-weights RECIPE]
+//
+// --quantize-weights RECIPE: the artifact was compiled from MODEL_DIR with
+// `msac compile --quantize-weights=RECIPE`; the reference quantizes its
+// weights with the same recipe (ckpt::quantizeCheckpointWeights).
 //
 // MSAC_CHECK_VERBOSE=1 also lists each one-shot-prefill row whose worst
 // logit error exceeds 0.1, with its decision margin.
@@ -205,10 +210,17 @@ std::vector<int32_t> prompt(int64_t length, int64_t salt, int64_t vocab) {
 
 int main(int argc, char **argv) {
   bool quick = false;
+  std::optional<ckpt::WeightRecipe> recipe;
   for (int i = 3; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--quick")
       quick = true;
+    else if (arg == "--quantize-weights" && i + 1 < argc &&
+             (recipe = ckpt::parseWeightRecipe(argv[i + 1])))
+      ++i;
+    else if (arg.rfind("--quantize-weights=", 0) == 0 &&
+             (recipe = ckpt::parseWeightRecipe(arg.substr(19))))
+      continue;
     else if (arg == "--device" && i + 1 < argc &&
              std::string(argv[i + 1]) == "cuda")
       useCuda = true, ++i;
@@ -220,7 +232,8 @@ int main(int argc, char **argv) {
   }
   if (argc < 3) {
     std::cerr << "usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick] "
-                 "[--device host|cuda]\n";
+                 "[--device host|cuda] [--quantize-weights "
+              << ckpt::weightRecipeList() << "]\n";
     return 2;
   }
   std::string error;
@@ -232,7 +245,7 @@ int main(int argc, char **argv) {
   }
   ckpt::Diagnostics diags;
   std::unique_ptr<reference::M3Reference> ref =
-      reference::M3Reference::load(argv[2], diags);
+      reference::M3Reference::load(argv[2], diags, recipe);
   if (!ref) {
     diags.print(std::cerr);
     return 2;

@@ -205,3 +205,9 @@ uint64_t Checkpoint::totalTensorBytes() const {
     total += entry.info->numBytes();
   return total;
 }
+
+void Checkpoint::overlay(std::unique_ptr<SafetensorsFile> file) {
+  for (const TensorInfo &info : file->tensors())
+    entries[info.name] = Entry{file.get(), &info};
+  files.push_back(std::move(file));
+}

@@ -47,6 +47,9 @@ public:
   }
   /// Sum of the data bytes of all tensors.
   uint64_t totalTensorBytes() const;
+  /// Adds the tensors of `file` to the checkpoint; each replaces a tensor
+  /// of the same name (used for weights quantized at compile time).
+  void overlay(std::unique_ptr<SafetensorsFile> file);
 
 private:
   std::string dir;
