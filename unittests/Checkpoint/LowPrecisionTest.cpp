@@ -92,4 +92,16 @@ TEST(LowPrecision, BF16RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBF16(NAN))));
 }
 
+TEST(LowPrecision, F16ToFloat) {
+  EXPECT_EQ(f16ToFloat(0x3C00), 1.0f);
+  EXPECT_EQ(f16ToFloat(0xC000), -2.0f);
+  EXPECT_EQ(f16ToFloat(0x7BFF), 65504.0f);              // largest finite
+  EXPECT_EQ(f16ToFloat(0x0001), std::ldexp(1.0f, -24)); // smallest subnormal
+  EXPECT_EQ(f16ToFloat(0x0400), std::ldexp(1.0f, -14)); // smallest normal
+  EXPECT_EQ(f16ToFloat(0x7C00), INFINITY);
+  EXPECT_EQ(f16ToFloat(0xFC00), -INFINITY);
+  EXPECT_TRUE(std::isnan(f16ToFloat(0x7E00)));
+  EXPECT_TRUE(std::signbit(f16ToFloat(0x8000)));
+}
+
 } // namespace

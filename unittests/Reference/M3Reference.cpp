@@ -184,18 +184,6 @@ float msac::reference::attend(const float *q, const float *keys,
 // Loading
 //===----------------------------------------------------------------------===//
 
-static float halfToFloat(uint16_t h) {
-  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31)
-    v = man ? NAN : INFINITY;
-  else
-    v = std::ldexp(1.0f + man / 1024.0f, static_cast<int>(exp) - 15);
-  return sign ? -v : v;
-}
-
 static float decodeFloat(DType dtype, const uint8_t *p) {
   switch (dtype) {
   case DType::BF16: {
@@ -206,7 +194,7 @@ static float decodeFloat(DType dtype, const uint8_t *p) {
   case DType::F16: {
     uint16_t h;
     std::memcpy(&h, p, 2);
-    return halfToFloat(h);
+    return numerics::f16ToFloat(h);
   }
   case DType::F32: {
     float f;

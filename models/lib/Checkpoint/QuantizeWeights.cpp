@@ -153,18 +153,6 @@ namespace {
 
 constexpr const char *kFlag = "--quantize-weights";
 
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = h >> 15, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31)
-    v = man ? NAN : INFINITY;
-  else
-    v = std::ldexp(1.0f + man / 1024.0f, static_cast<int>(exp) - 15);
-  return sign ? -v : v;
-}
-
 /// The values of a BF16/F16/F32 tensor as FP32.
 std::vector<float> readFloats(const Checkpoint::Entry &entry) {
   const uint8_t *bytes = entry.file->data(*entry.info);
@@ -181,7 +169,7 @@ std::vector<float> readFloats(const Checkpoint::Entry &entry) {
     case DType::F16: {
       uint16_t h;
       std::memcpy(&h, bytes + 2 * i, 2);
-      out[i] = halfToFloat(h);
+      out[i] = numerics::f16ToFloat(h);
       break;
     }
     default:

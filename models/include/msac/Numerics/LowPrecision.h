@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace msac::numerics {
 
@@ -40,6 +41,20 @@ inline uint16_t floatToBF16(float x) {
 }
 inline float bf16ToFloat(uint16_t h) {
   return bitsToFloat(static_cast<uint32_t>(h) << 16);
+}
+/// IEEE binary16 (F16 in safetensors) to FP32, exactly (subnormals,
+/// infinities and NaN included).
+inline float f16ToFloat(uint16_t h) {
+  const uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? std::numeric_limits<float>::quiet_NaN()
+            : std::numeric_limits<float>::infinity();
+  else
+    v = std::ldexp(1.0f + man / 1024.0f, static_cast<int>(exp) - 15);
+  return (h >> 15) ? -v : v;
 }
 
 namespace detail {
