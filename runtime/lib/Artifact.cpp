@@ -121,16 +121,23 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
               m.value("format", "") + "')";
       return nullptr;
     }
-    a->formatVersion = m.at("format_version").get<int>();
+    const json &version = m.at("format_version");
     a->producer = m.value("producer", "");
-    if (a->formatVersion != kArtifactFormatVersion) {
-      error = manifestPath + ": artifact format version " +
-              std::to_string(a->formatVersion) + " (written by " + a->producer +
+    // Compared as written (a huge number must not wrap into another one).
+    if (!version.is_number_integer() ||
+        version.get<int64_t>() != kArtifactFormatVersion) {
+      const bool newer = version.is_number_integer() &&
+                         version.get<int64_t>() > kArtifactFormatVersion;
+      error = manifestPath + ": artifact format version " + version.dump() +
+              " (written by " + a->producer +
               "), but this runtime reads version " +
               std::to_string(kArtifactFormatVersion) +
-              "; recompile the model with a matching msac";
+              (newer ? "; update msac-run to the msac that wrote it, or "
+                       "recompile the model with this one"
+                     : "; recompile the model with a matching msac");
       return nullptr;
     }
+    a->formatVersion = version.get<int>();
     const json &model = m.at("model");
     ModelInfo &info = a->info;
     info.modelType = model.value("model_type", "");

@@ -241,6 +241,14 @@ bool checkModelDir(const std::string &dir) {
         << "config.json and the safetensors shards\n";
     return false;
   }
+  if (!sys::fs::exists(dir + "/config.json") &&
+      sys::fs::exists(dir + "/manifest.json")) {
+    WithColor::error(errs(), "msac")
+        << dir << ": is an msac artifact (manifest.json), not a checkpoint; "
+        << "pass the checkpoint folder that holds config.json and the "
+        << "safetensors shards (run artifacts with msac-run)\n";
+    return false;
+  }
   return true;
 }
 
