@@ -53,10 +53,18 @@ static bool getUnsigned(const json &value, uint64_t &out) {
   return false;
 }
 
+/// Tensors whose data_offsets end past the data section: reported once
+/// per file (a truncated shard would otherwise give one error per tensor).
+struct PastEnd {
+  uint64_t count = 0, end = 0;
+  std::string first;
+};
+
 /// Validates one header entry and appends it to `header` when valid.
 static void parseEntry(const std::string &file, const std::string &name,
                        const json &entry, uint64_t dataSize,
-                       SafetensorsHeader &header, Diagnostics &diags) {
+                       SafetensorsHeader &header, Diagnostics &diags,
+                       PastEnd &pastEnd) {
   std::string subject = "tensor '" + name + "'";
   if (!entry.is_object()) {
     diags.error(file, subject, "header entry is not a JSON object");
@@ -113,11 +121,9 @@ static void parseEntry(const std::string &file, const std::string &name,
                     std::to_string(info.end) + "] are inverted");
     ok = false;
   } else if (info.end > dataSize) {
-    diags.error(file, subject,
-                "data_offsets end " + std::to_string(info.end) +
-                    " lies past the end of the data section (" +
-                    std::to_string(dataSize) +
-                    " bytes); the file is truncated or corrupt");
+    if (pastEnd.count++ == 0)
+      pastEnd.first = name;
+    pastEnd.end = std::max(pastEnd.end, info.end);
     ok = false;
   }
 
@@ -159,8 +165,7 @@ static void parseEntry(const std::string &file, const std::string &name,
                 "data_offsets span " + std::to_string(info.numBytes()) +
                     " bytes but shape " + shapeString(info.shape) + " of " +
                     std::string(dtypeName(info.dtype)) + " needs " +
-                    std::to_string(static_cast<uint64_t>(expected)) +
-                    " bytes");
+                    std::to_string(static_cast<uint64_t>(expected)) + " bytes");
     return;
   }
   header.tensors.push_back(std::move(info));
@@ -239,6 +244,7 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
     diags.error(file, "tensor '" + name + "'",
                 "appears more than once in the header");
 
+  PastEnd pastEnd;
   for (auto it = root.begin(); it != root.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) {
@@ -256,8 +262,22 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
       }
       continue;
     }
-    parseEntry(file, it.key(), *it, dataSize, header, diags);
+    parseEntry(file, it.key(), *it, dataSize, header, diags, pastEnd);
   }
+  if (pastEnd.count == 1)
+    diags.error(file, "tensor '" + pastEnd.first + "'",
+                "data_offsets end " + std::to_string(pastEnd.end) +
+                    " lies past the end of the data section (" +
+                    std::to_string(dataSize) +
+                    " bytes); the file is truncated or corrupt");
+  else if (pastEnd.count > 1)
+    diags.error(file, "",
+                std::to_string(pastEnd.count) + " tensors (e.g. '" +
+                    pastEnd.first +
+                    "') lie past the end of the data section: it has " +
+                    std::to_string(dataSize) + " bytes, the header needs " +
+                    std::to_string(pastEnd.end) +
+                    "; the file is truncated or corrupt (copy it again)");
 
   // The data section must be covered exactly: no overlaps, holes or tail.
   // Only meaningful when every entry validated.
@@ -300,8 +320,8 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
 // SafetensorsFile
 //===----------------------------------------------------------------------===//
 
-std::unique_ptr<SafetensorsFile>
-SafetensorsFile::open(const std::string &path, Diagnostics &diags) {
+std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
+                                                       Diagnostics &diags) {
   // Check the kind before opening: opening a FIFO would block.
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -353,8 +373,7 @@ SafetensorsFile::open(const std::string &path, Diagnostics &diags) {
       return nullptr;
     }
     file->mapping = static_cast<const uint8_t *>(map);
-    if (!parseSafetensorsHeader(path, file->mapping, size, file->header,
-                                diags))
+    if (!parseSafetensorsHeader(path, file->mapping, size, file->header, diags))
       return nullptr;
   }
   for (size_t i = 0; i < file->header.tensors.size(); ++i)
