@@ -16,6 +16,10 @@
 #          attention  bench/msa_decode.py: MSA decode attention against
 #                     PyTorch at 9 points (about 8 minutes)
 #          engine     generation and the engine benchmark of the tiny model
+#          head128    the small head-128 model (unfused and fused) against the
+#                     reference on the GPU, and every launch of a 500-token
+#                     prefill step against PyTorch (the reference check failed
+#                     in prefill on 2026-11-29, see docs/perf.md)
 #          prologue   the fused-prologue artifact's layers against PyTorch at
 #                     the three check points, then bench/prologue_bench.py
 #                     (fused against unfused at 1-4,096 tokens)
@@ -75,6 +79,20 @@ if [[ $PARTS == *,attention,* ]]; then
     --points 8x131072,1x8192,8x8192,64x8192,1x32768,8x32768,64x32768,1x131072,64x131072 \
     --check 8x8192,8x131072 --autotune-points 8x131072 --steps 10 \
     --out "$RESULTS/msa_decode.json" | grep -v '^{'
+fi
+if [[ $PARTS == *,head128,* ]]; then
+  for a in h128 h128f; do
+    timeout 150 ./msac-host-check $a.msa h128 --quick --device cuda > "$RESULTS/check-$a.txt" 2>&1 \
+      || status=1
+    grep -E "FAIL|passed" "$RESULTS/check-$a.txt"
+  done
+  d=$(mktemp -d)
+  timeout 60 ./msac-run bench-decode h128s.msa --device cuda --dummy-weights --batch 1 \
+    --context 512 --prefill-chunk 500 --steps 1 --warmup 0 --dump "$d" | head -1
+  timeout 100 python3 "$BENCH/m3_ops_check.py" "$d" \
+    --config "$BENCH/../test/Codegen/Inputs/head128-config.json" 2>&1 \
+    | tee "$RESULTS/ops-h128-prefill-500.txt" | grep -E "FAIL" && status=1
+  rm -rf "$d"
 fi
 if [[ $PARTS == *,prologue,* ]]; then
   check fused-decode-1x8192 1 8192 0 no m3f.msa

@@ -2,6 +2,7 @@
 # Builds what bench/h200-checks.sh needs into DIR (a folder git ignores, e.g.
 # .devrun; pass it in the device run's carry list): the runtime binaries,
 # the tiny bf16 and NVFP4/MXFP8 checkpoints with their host+sm_90a artifacts,
+# a small model with heads of 128 channels (test/Codegen/Inputs/head128-config.json),
 # and the weight-stripped real-shape M3 artifact (1 dense + 1 MSA/MoE layer),
 # unfused (m3.msa) and with --fuse-attention-prologue (m3f.msa).
 # Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
@@ -12,15 +13,20 @@ BIN=$(cd "${2:-$ROOT/build}" && pwd)/bin
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$DIR"
 cd "$DIR"
-rm -rf tiny nv m3 tiny.msa nv.msa m3.msa m3f.msa
+rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
 "$BIN/msac-synth" tiny
 "$BIN/msac-synth" nv --format nvfp4
 "$BIN/msac-synth" --config "$ROOT/models/minimax-m3/config.json" \
   --layers 2 --weights zero m3
-for m in tiny nv; do
+"$BIN/msac-synth" h128 --config "$ROOT/test/Codegen/Inputs/head128-config.json" --seed 5
+for m in tiny nv h128; do
   "$BIN/msac" compile "$m" -o "$m.msa" --target host,sm_90a --cuda-toolkit "$CUDA"
 done
+# The small head-128 model: fused, and weight-stripped for m3_ops_check.
+"$BIN/msac" compile h128 -o h128f.msa --target host,sm_90a --cuda-toolkit "$CUDA" \
+  --fuse-attention-prologue
+"$BIN/msac" compile h128 -o h128s.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
 "$BIN/msac" compile m3 -o m3.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
 "$BIN/msac" compile m3 -o m3f.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
   --fuse-attention-prologue
