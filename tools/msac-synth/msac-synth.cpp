@@ -526,8 +526,11 @@ int Synthesizer::run() {
     }
     for (size_t i : shards[s])
       index["weight_map"][items[i].name] = shardName(s);
-    std::cerr << "msac-synth: wrote " << path << " (" << writer.dataBytes()
-              << " bytes)\n";
+    std::error_code sizeError;
+    const uintmax_t fileBytes = fs::file_size(path, sizeError);
+    std::cerr << "msac-synth: wrote " << path << " ("
+              << (sizeError ? writer.dataBytes() : fileBytes) << " bytes, "
+              << writer.dataBytes() << " of tensor data)\n";
   }
   const fs::path out(opts.outDir);
   fs::remove(out / "model.safetensors.index.json", ec);
