@@ -2271,35 +2271,31 @@ bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
 }
 
 /// The operands of the prologue's GPU kernels (buffer order of the host
-/// kernel, then the FP32 workspace [T, totalHeads * kTileN]).
+/// kernel, then the FP32 workspace [T, totalHeads * kTileN]) and the RoPE
+/// inverse-frequency table.
 struct PrologueBuffers {
-  PrologueBuffers(KB &k, const PrologueShape &s) {
+  PrologueBuffers(GK &g, const PrologueShape &s) {
+    using P = PrologueShape;
+    KB &k = g.k;
     in = k.ptr(0);
-    w[PrologueShape::Q] = k.ptr(1);
-    w[PrologueShape::K] = k.ptr(2);
-    w[PrologueShape::V] = k.ptr(3);
-    norm[PrologueShape::Q] = k.ptr(4);
-    norm[PrologueShape::K] = k.ptr(5);
-    cache[PrologueShape::K] = k.ptr(6);
-    cache[PrologueShape::V] = k.ptr(7);
-    table = k.ptr(8);
-    seqs = k.ptr(9);
-    pos = k.ptr(10);
+    w[P::Q] = k.ptr(1), w[P::K] = k.ptr(2), w[P::V] = k.ptr(3);
+    norm[P::Q] = k.ptr(4), norm[P::K] = k.ptr(5);
+    cache[P::K] = k.ptr(6), cache[P::V] = k.ptr(7);
+    table = k.ptr(8), seqs = k.ptr(9), pos = k.ptr(10);
+    int next = 11;
     if (s.hasIndex) {
-      w[PrologueShape::IQ] = k.ptr(11);
-      w[PrologueShape::IK] = k.ptr(12);
-      norm[PrologueShape::IQ] = k.ptr(13);
-      norm[PrologueShape::IK] = k.ptr(14);
-      cache[PrologueShape::IK] = k.ptr(15);
-      out[PrologueShape::Q] = k.ptr(16);
-      out[PrologueShape::IQ] = k.ptr(17);
-      ws = k.ptr(18);
-    } else {
-      out[PrologueShape::Q] = k.ptr(11);
-      ws = k.ptr(12);
+      w[P::IQ] = k.ptr(next++), w[P::IK] = k.ptr(next++);
+      norm[P::IQ] = k.ptr(next++), norm[P::IK] = k.ptr(next++);
+      cache[P::IK] = k.ptr(next++);
     }
+    out[P::Q] = k.ptr(next++);
+    if (s.hasIndex)
+      out[P::IQ] = k.ptr(next++);
+    ws = k.ptr(next);
+    invFreq = g.constantTable(ropeInverseFrequencies(
+        s.op.getTheta().convertToDouble(), s.op.getRotaryDim()));
   }
-  Value in, table, seqs, pos, ws;
+  Value in, table, seqs, pos, ws, invFreq;
   Value w[PrologueShape::kKinds], norm[PrologueShape::kKinds],
       cache[PrologueShape::kKinds], out[PrologueShape::kKinds];
 };
@@ -2321,14 +2317,6 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
   const int64_t d = kTileN, r = op.getRotaryDim(), half = r / 2;
   const bool normed = kind != PrologueShape::V;
   Type ne = normed ? elementOf(s.norm(kind)) : Type();
-  Value table;
-  if (normed) {
-    const double theta = op.getTheta().convertToDouble();
-    SmallVector<float> inv;
-    for (int64_t i = 0; i < half; ++i)
-      inv.push_back(static_cast<float>(std::pow(theta, -2.0 * i / r)));
-    table = g.constantTable(inv);
-  }
   Value quad = k.irem(g.lane, k.c(4));
   Value rowBase = k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4)));
   for (int64_t hf = 0; hf < 2; ++hf) {
@@ -2360,7 +2348,7 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
                                      k.loadIndex(b.pos, tc)));
       for (int64_t i = 0; i < half / 4; ++i) { // channels below half
         const int64_t partner = i + half / 4;  // channel + half
-        Value angle = k.mul(p, k.loadF(table, cols[i], k.f32));
+        Value angle = k.mul(p, k.loadF(b.invFreq, cols[i], k.f32));
         Value cs = math::CosOp::create(k.b, k.loc, angle);
         Value sn = math::SinOp::create(k.b, k.loc, angle);
         Value a = vals[i], bb = vals[partner];
@@ -2427,7 +2415,7 @@ void prologueByKind(GK &g, const PrologueShape &s, Value gh,
 /// reaches memory).
 void prologueTileKernel(GK &g, const PrologueShape &s, Value T) {
   KB &k = g.k;
-  PrologueBuffers b(k, s);
+  PrologueBuffers b(g, s);
   TileGemm tile(g, s.hidden);
   Value x = tile.global(b.in);
   Value w[PrologueShape::kKinds];
@@ -2474,7 +2462,7 @@ void prologueTileKernel(GK &g, const PrologueShape &s, Value T) {
 /// rows in the tile GEMM's accumulator layout.
 void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
   KB &k = g.k;
-  PrologueBuffers b(k, s);
+  PrologueBuffers b(g, s);
   const int64_t n = s.totalHeads * kTileN;
   if (part == 0) {
     RowsDotArgs args;
@@ -2656,10 +2644,7 @@ void ropeKernel(GK &g, msa::RoPEOp op) {
   const bool interleaved = op.getInterleaved();
   const double theta = op.getTheta().convertToDouble();
   Type e = elementOf(op.getInput());
-  SmallVector<float> inv;
-  for (int64_t i = 0; i < half; ++i)
-    inv.push_back(static_cast<float>(std::pow(theta, -2.0 * i / r)));
-  Value table = g.constantTable(inv);
+  Value table = g.constantTable(ropeInverseFrequencies(theta, r));
   const int64_t per = half + (d - r); // work items per (token, head)
   threadLoop(g, k.imul(k.scalar(0), k.c(heads * per)), [&](Value w) {
     Value th = k.idiv(w, k.c(per)), i = k.irem(w, k.c(per));

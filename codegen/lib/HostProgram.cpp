@@ -101,7 +101,9 @@ void ropeKernel(KB &k, msa::RoPEOp op) {
   ArrayRef<int64_t> s = shapeOf(op.getInput());
   const int64_t heads = s[1], d = s[2], r = op.getRotaryDim(), half = r / 2;
   const bool interleaved = op.getInterleaved();
-  const double theta = op.getTheta().convertToDouble();
+  // inv_freq = theta^(-2i/r), folded at compile time.
+  const SmallVector<float> invFreq =
+      ropeInverseFrequencies(op.getTheta().convertToDouble(), r);
   Type e = elementOf(op.getInput());
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     Value p = arith::SIToFPOp::create(
@@ -114,9 +116,7 @@ void ropeKernel(KB &k, msa::RoPEOp op) {
         k.storeF(out, k.iadd(base, i), k.loadF(in, k.iadd(base, i), e), e);
       });
       for (int64_t i = 0; i < half; ++i) {
-        // inv_freq = theta^(-2i/r), folded at compile time.
-        double invFreq = std::pow(theta, -2.0 * i / r);
-        Value angle = k.mul(p, k.cf(invFreq));
+        Value angle = k.mul(p, k.cf(invFreq[i]));
         Value cs = math::CosOp::create(k.b, k.loc, angle);
         Value sn = math::SinOp::create(k.b, k.loc, angle);
         int64_t ia = interleaved ? 2 * i : i;
@@ -167,7 +167,9 @@ void prologueBranch(KB &k, Value in, Value t, int64_t hidden, Type ie, Value w,
   const float eps = op.getEps().convertToFloat();
   const bool offset = op.getUnitOffset();
   const int64_t r = op.getRotaryDim(), half = r / 2;
-  const double theta = op.getTheta().convertToDouble();
+  // inv_freq = theta^(-2i/r), folded at compile time.
+  const SmallVector<float> invFreq =
+      ropeInverseFrequencies(op.getTheta().convertToDouble(), r);
   Value row = k.imul(t, k.c(hidden));
   k.loop(k.c(0), k.c(heads), [&](Value h) {
     k.loop(k.c(0), k.c(d), [&](Value i) {
@@ -191,9 +193,7 @@ void prologueBranch(KB &k, Value in, Value t, int64_t hidden, Type ie, Value w,
           k.b, k.loc, k.f32,
           arith::IndexCastOp::create(k.b, k.loc, k.i64, k.loadIndex(pos, t)));
       for (int64_t i = 0; i < half; ++i) {
-        // inv_freq = theta^(-2i/r), folded at compile time (as msa.rope).
-        double invFreq = std::pow(theta, -2.0 * i / r);
-        Value angle = k.mul(p, k.cf(invFreq));
+        Value angle = k.mul(p, k.cf(invFreq[i]));
         Value cs = math::CosOp::create(k.b, k.loc, angle);
         Value sn = math::SinOp::create(k.b, k.loc, angle);
         Value a = k.loadF(x, k.c(i), k.f32);

@@ -312,6 +312,17 @@ inline int64_t innerElements(Value v) {
   return n;
 }
 
+/// The NeoX RoPE inverse frequencies theta^(-2i / r) for i < r / 2 (spec
+/// §1.4), rounded to FP32: folded at compile time by every RoPE kernel
+/// (msa.rope and the attention prologue, host and GPU), so all agree.
+inline SmallVector<float> ropeInverseFrequencies(double theta,
+                                                 int64_t rotaryDim) {
+  SmallVector<float> inv;
+  for (int64_t i = 0; i < rotaryDim / 2; ++i)
+    inv.push_back(static_cast<float>(std::pow(theta, -2.0 * i / rotaryDim)));
+  return inv;
+}
+
 /// RMS norm (msa.rms_norm): 1 / sqrt(sumSquares / n + eps), then
 /// x * inv * (weight [+ 1 with the Gemma unit offset]). Shared by the host
 /// and GPU kernels so that both round alike.
