@@ -40,11 +40,13 @@ bool hasGpuKernel(Operation *op, int64_t threads);
 GpuWorkspace gpuWorkspace(Operation *op);
 
 /// Launches `op`'s GPU kernel takes (parts that run one after the other over
-/// the same buffers, e.g. the two projections of the MoE experts).
+/// the same buffers, e.g. the bucketing, projections and slot sum of the MoE
+/// experts).
 int64_t gpuKernelParts(Operation *op);
 
 /// True when `op`'s GPU kernel has a different body on targets with
-/// warpgroup MMA (wgmma.mma_async, sm_90a): the tile GEMM of msa.linear.
+/// warpgroup MMA (wgmma.mma_async, sm_90a): the tile GEMM of msa.linear,
+/// msa.logits, the MoE experts and msa.attention_prologue.
 bool hasWgmmaKernel(Operation *op, int64_t threads);
 
 /// Emits part `part` of the GPU kernel body of `op` through `k` (a function
