@@ -15,6 +15,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <algorithm>
 #include <string>
@@ -1455,11 +1456,16 @@ struct RowsDotArgs {
   std::function<std::pair<Value, Value>(Value j)> wRow;
 };
 
-/// out[r, j] = x[row(r)] . w[j] for r < R, j < Nout. One warp per
-/// (tile of rows, j): lanes stride over the inner dimension (8 channels
-/// each with 16-byte loads when it is a multiple of 256, several steps'
-/// loads in flight), then a butterfly sum. Tiles are kRowTile rows, or one
-/// row when R = 1 (decode of one sequence, the LM head of one sequence).
+/// Fewest output features for which rowsDot takes mma.sync tiles.
+constexpr int64_t kMmaMinFeatures = 4096;
+
+/// out[r, j] = x[row(r)] . w[j] for r < R, j < Nout. R = 1 (decode of one
+/// sequence, the LM head of one sequence): one warp per j, lanes stride
+/// over the inner dimension (8 channels each with 16-byte loads when it is
+/// a multiple of 256, several steps' loads in flight), then a butterfly
+/// sum. R > 1 with bf16 x and weights and at least kMmaMinFeatures
+/// features: mma.sync tiles of 16 rows x 8 features per warp (emitMma
+/// below); otherwise tiles of kRowTile rows as for R = 1.
 void rowsDot(GK &g, const RowsDotArgs &args) {
   KB &k = g.k;
   Value x = args.x, idx = args.idx, out = args.out, R = args.R;
@@ -1531,6 +1537,76 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       }
     });
   };
+  // Tensor-core tiles (bf16 x and weights): 16 rows of x times 8 weight
+  // rows per warp item, mma.sync m16n8k16 with FP32 sums. Each lane reads
+  // 16 contiguous bytes of its weight row (row lane / 4) and of its two x
+  // rows (lane / 4 and lane / 4 + 8) per 32-channel chunk: words 0 and 1
+  // are the k pairs (2 quad, 2 quad + 8) of the chunk's first mma, words 2
+  // and 3 those of its second; A and B use the same channel assignment, so
+  // the products are unchanged. Rows past R read row R - 1 and are not
+  // stored (a row of A only reaches its own row of the result).
+  auto emitMma = [&] {
+    const int64_t groups = nOut / 8, chunks = inner / 32;
+    // Up to 8 chunks' loads in flight per lane: with one warp per 8
+    // weight rows there are fewer warps than for one row each.
+    const int64_t u = chunks % 8 == 0 ? 8 : unrollOf(chunks);
+    Value tiles = k.idiv(k.iadd(R, k.c(15)), k.c(16));
+    g.warpLoop(k.imul(tiles, k.c(groups)), [&](Value item) {
+      // Row tiles fastest: the warps reading the same weight rows run
+      // together, so the rows come from L2 after the first.
+      Value t = k.irem(item, tiles), jg = k.idiv(item, tiles);
+      Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
+      Value lastRow = k.iadd(R, k.c(-1));
+      Value rowA = k.iadd(k.imul(t, k.c(16)), r);
+      Value rowB = k.iadd(rowA, k.c(8));
+      auto xWord = [&](Value row) {
+        Value c = g.imin(row, lastRow);
+        Value src = logits ? k.loadIndex(idx, c) : c;
+        return k.imul(src, k.c(inner / 2));
+      };
+      Value xa = xWord(rowA), xb = xWord(rowB);
+      std::pair<Value, Value> wAt = args.wRow(k.iadd(k.imul(jg, k.c(8)), r));
+      Value w = wAt.first;
+      Value wWord = k.idiv(wAt.second, k.c(2));
+      Value lane0 = k.imul(quad, k.c(4)); // word of the lane in a chunk
+      SmallVector<Value> init(4, k.cf(0));
+      SmallVector<Value> c = k.reduceN(
+          k.c(0), k.c(chunks / u), init,
+          [&](Value it, ValueRange a) -> SmallVector<Value> {
+            SmallVector<SmallVector<Value>> wq, ua, ub;
+            for (int64_t step = 0; step < u; ++step) {
+              Value at =
+                  k.iadd(k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(16)),
+                         lane0);
+              wq.push_back(g.loadWords(w, k.iadd(wWord, at), 4, true));
+              ua.push_back(g.loadWords(x, k.iadd(xa, at), 4, true));
+              ub.push_back(g.loadWords(x, k.iadd(xb, at), 4, true));
+            }
+            SmallVector<Value> next(a.begin(), a.end());
+            for (int64_t step = 0; step < u; ++step)
+              for (int64_t half = 0; half < 2; ++half)
+                next =
+                    g.mma({ua[step][2 * half], ub[step][2 * half],
+                           ua[step][2 * half + 1], ub[step][2 * half + 1]},
+                          {wq[step][2 * half], wq[step][2 * half + 1]}, next);
+            return next;
+          });
+      Value col = k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2)));
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = h ? rowB : rowA;
+        k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
+          for (int64_t e = 0; e < 2; ++e)
+            k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), k.iadd(col, k.c(e))),
+                     c[2 * h + e], oe);
+        });
+      }
+    });
+  };
+  // One warp per 8 features leaves too few warps for narrow outputs (the
+  // K and V projections, 512 features: 64 warps): those keep kRowTile rows
+  // per warp and feature.
+  const bool mma = xe.isBF16() && we.isBF16() && inner % 32 == 0 &&
+                   nOut % 8 == 0 && nOut >= kMmaMinFeatures;
   g.ifElse(
       g.eq(R, k.c(1)), {},
       [&] {
@@ -1538,7 +1614,10 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         return SmallVector<Value>{};
       },
       [&] {
-        emitTiles(kRowTile);
+        if (mma)
+          emitMma();
+        else
+          emitTiles(kRowTile);
         return SmallVector<Value>{};
       });
 }
@@ -1592,12 +1671,27 @@ using wgmma::stepByte;
 constexpr int64_t kTileMinTokens = 16;
 constexpr int64_t kTileMinItems = 8;
 
+/// msa.linear, msa.logits and the attention prologue keep the mma.sync
+/// tiles of rowsDot below this many tokens: they read the weights once per
+/// 16 rows with L2 reuse across row tiles, while a 64 x 128 tile GEMM item
+/// with few rows is bound by its K / kChunkK dependent steps. Measured on
+/// the H200 (docs/perf.md), M3's q projection (8192 x 6144): 42 against
+/// 90 us at 16 tokens, 49 against 96 at 32, 114 against 111 at 64; the
+/// fused prologue 50 / 110, 79 / 113, 150 / 135.
+static llvm::cl::opt<int> linearTileMinTokensOption(
+    "gpu-linear-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(64),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Fewest tokens of a step for which msa.linear, msa.logits "
+                   "and the attention prologue take the wgmma tile GEMM on "
+                   "sm_90a (tuning)"));
+
 /// Fewest tokens of a step for which msa.linear with `n` output features
 /// takes the tile path.
 int64_t linearTileMinTokens(int64_t n) {
   const int64_t nTiles = n / kTileN;
   const int64_t mTiles = (kTileMinItems + nTiles - 1) / nTiles;
-  return std::max(kTileMinTokens, (mTiles - 1) * kTileM + 1);
+  return std::max<int64_t>(linearTileMinTokensOption,
+                           (mTiles - 1) * kTileM + 1);
 }
 
 /// True when msa.linear or msa.logits can take the wgmma tile path: bf16
@@ -2379,6 +2473,87 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
   }
 }
 
+/// The epilogue of token `t`, global head `gh` (branch `kind`, local head
+/// `head`) from its FP32 projection row in the workspace, for one warp:
+/// lane l holds channels 4 l .. 4 l + 3. The roundings of
+/// prologueEpilogue: the projection rounded to the activation type; for
+/// normed branches the per-head RMSNorm (warp sum of squares) and the NeoX
+/// RoPE (channel c < rotary_dim / 2 with c + rotary_dim / 2, which lane
+/// l + rotary_dim / 8 holds), each rounded; then q / index_q to their
+/// activations, k / v / index_k into the caches.
+void prologueRowEpilogue(GK &g, const PrologueShape &s,
+                         const PrologueBuffers &b, int kind, Value head,
+                         Value t, Value gh) {
+  static_assert(kTileN == 4 * kWarp, "a head is 4 channels per lane");
+  KB &k = g.k;
+  msa::AttentionPrologueOp op = s.op;
+  const int64_t d = kTileN, n = s.totalHeads * kTileN;
+  const int64_t r = op.getRotaryDim(), half = r / 2;
+  Value c0 = k.imul(g.lane, k.c(4));
+  Value rowAt = k.iadd(k.imul(t, k.c(n)), k.iadd(k.imul(gh, k.c(d)), c0));
+  SmallVector<Value> vals;
+  for (int64_t e = 0; e < 4; ++e)
+    vals.push_back(
+        g.roundTo(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32), s.act));
+  if (kind != PrologueShape::V) {
+    Type ne = elementOf(s.norm(kind));
+    Value ss = k.cf(0);
+    for (Value v : vals)
+      ss = k.add(ss, k.mul(v, v));
+    Value inv = rmsInverse(k, g.warpSum(ss), d, op.getEps().convertToFloat());
+    for (int64_t e = 0; e < 4; ++e)
+      vals[e] =
+          g.roundTo(rmsNormValue(k, vals[e], inv,
+                                 k.loadF(b.norm[kind], k.iadd(c0, k.c(e)), ne),
+                                 op.getUnitOffset()),
+                    s.act);
+    Value low = k.icmp(CmpI::ult, c0, k.c(half));
+    Value high =
+        g.andI(k.icmp(CmpI::uge, c0, k.c(half)), k.icmp(CmpI::ult, c0, k.c(r)));
+    Value p = arith::SIToFPOp::create(
+        k.b, k.loc, k.f32,
+        arith::IndexCastOp::create(k.b, k.loc, k.i64, k.loadIndex(b.pos, t)));
+    // The frequency index of this lane's channels (pass-through lanes read
+    // index 0 and keep their values).
+    Value f0 = k.select(low, c0, k.select(high, g.isub(c0, k.c(half)), k.c(0)));
+    for (int64_t e = 0; e < 4; ++e) {
+      auto shuffle = [&](gpu::ShuffleMode mode) {
+        return gpu::ShuffleOp::create(k.b, k.loc, vals[e],
+                                      static_cast<int32_t>(half / 4), kWarp,
+                                      mode)
+            .getShuffleResult();
+      };
+      Value above = shuffle(gpu::ShuffleMode::DOWN); // lane + half / 4
+      Value below = shuffle(gpu::ShuffleMode::UP);   // lane - half / 4
+      Value angle = k.mul(p, k.loadF(b.invFreq, k.iadd(f0, k.c(e)), k.f32));
+      Value cs = math::CosOp::create(k.b, k.loc, angle);
+      Value sn = math::SinOp::create(k.b, k.loc, angle);
+      Value a = k.select(low, vals[e], below);
+      Value bb = k.select(low, above, vals[e]);
+      Value ra = g.roundTo(k.sub(k.mul(a, cs), k.mul(bb, sn)), s.act);
+      Value rb = g.roundTo(k.add(k.mul(bb, cs), k.mul(a, sn)), s.act);
+      vals[e] = k.select(low, ra, k.select(high, rb, vals[e]));
+    }
+  }
+  Value dst, target = b.out[kind];
+  Type te = s.act;
+  if (kind == PrologueShape::Q || kind == PrologueShape::IQ) {
+    dst = k.imul(k.iadd(k.imul(t, k.c(s.heads[kind])), head), k.c(d));
+  } else {
+    msa::PagedCacheType type = kind == PrologueShape::IK
+                                   ? op.getIndexCache().getType()
+                                   : op.getKeyCache().getType();
+    Value p = k.loadIndex(b.pos, t);
+    Value phys = pageOf(k, b.table, k.loadIndex(b.seqs, t),
+                        k.idiv(p, k.c(type.getPageSize())));
+    dst = cacheOffset(k, phys, head, k.irem(p, k.c(type.getPageSize())), type);
+    target = b.cache[kind];
+    te = type.getElementType();
+  }
+  for (int64_t e = 0; e < 4; ++e)
+    k.storeF(target, k.iadd(dst, k.iadd(c0, k.c(e))), vals[e], te);
+}
+
 /// Fewest tokens of a step for which the prologue takes the fused tile
 /// GEMM (as msa.linear with all the branches' channels).
 int64_t prologueTileMinTokens(const PrologueShape &s) {
@@ -2456,10 +2631,9 @@ void prologueTileKernel(GK &g, const PrologueShape &s, Value T) {
 
 /// The unfused-projection path (steps below the tile threshold, and
 /// targets without wgmma). Part 0: the projection of every branch into
-/// the FP32 workspace ws[t, gh * kTileN + c] by the warp matrix-vector
-/// product (rowsDot over the concatenated weights). Part 1: work items
-/// (64-token tile, global head) run prologueEpilogue on the workspace
-/// rows in the tile GEMM's accumulator layout.
+/// the FP32 workspace ws[t, gh * kTileN + c] by rowsDot over the
+/// concatenated weights. Part 1: one warp per (token, global head) runs
+/// prologueRowEpilogue on the workspace row.
 void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
   KB &k = g.k;
   PrologueBuffers b(g, s);
@@ -2487,22 +2661,10 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
     rowsDot(g, args);
     return;
   }
-  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
-  Value lastRow = k.iadd(T, k.c(-1));
-  g.ctaLoop(k.imul(mTiles, k.c(s.totalHeads)), [&](Value item) {
-    Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
-    Value gh = k.idiv(item, mTiles);
+  g.warpLoop(k.imul(T, k.c(s.totalHeads)), [&](Value item) {
+    Value t = k.irem(item, T), gh = k.idiv(item, T);
     prologueByKind(g, s, gh, [&](int kind, Value head) {
-      prologueEpilogue(g, s, b, kind, head, row0, T, [&](int64_t i) -> Value {
-        Value row = k.iadd(row0, k.iadd(k.imul(g.warp, k.c(16)),
-                                        k.iadd(k.idiv(g.lane, k.c(4)),
-                                               k.c(8 * ((i / 2) % 2)))));
-        Value col = k.iadd(k.imul(k.irem(g.lane, k.c(4)), k.c(2)),
-                           k.c(8 * (i / 4) + i % 2));
-        Value at = k.iadd(k.imul(g.imin(row, lastRow), k.c(n)),
-                          k.iadd(k.imul(gh, k.c(kTileN)), col));
-        return k.loadF(b.ws, at, k.f32);
-      });
+      prologueRowEpilogue(g, s, b, kind, head, t, gh);
     });
   });
 }
