@@ -360,11 +360,10 @@ Value e4m3PairToBF16(GK &g, Value pair) {
   Value h = NVVM::ConvertF8x2ToF16x2Op::create(
       k.b, k.loc, f16x2, v, /*relu=*/false,
       Float8E4M3FNType::get(k.b.getContext()));
-  auto half = [&](int64_t i) -> Value {
-    Value x = LLVM::ExtractElementOp::create(k.b, k.loc, h, g.ci32(i));
-    return arith::ExtFOp::create(k.b, k.loc, k.f32, x);
-  };
-  return g.packBF16(half(0), half(1));
+  Value f = arith::ExtFOp::create(k.b, k.loc, VectorType::get({2}, k.f32), h);
+  Value b = arith::TruncFOp::create(k.b, k.loc,
+                                    VectorType::get({2}, k.b.getBF16Type()), f);
+  return LLVM::BitcastOp::create(k.b, k.loc, k.i32, b);
 }
 
 /// Channels [c0, c0 + n) of the FP8 or NVFP4 cache row `row` (n a multiple
