@@ -108,18 +108,13 @@ inline std::array<Value, 2> nvfp4Words(KB &k, const BytePermute &prmt,
   auto andI = [&](Value x, int64_t m) {
     return arith::AndIOp::create(k.b, k.loc, x, k.ci(m)).getResult();
   };
-  auto shl = [&](Value x, int64_t n) {
-    return arith::ShLIOp::create(k.b, k.loc, x, k.ci(n)).getResult();
-  };
-  auto orI = [&](Value x, Value y) {
-    return arith::OrIOp::create(k.b, k.loc, x, y).getResult();
-  };
   Value sel = andI(codes, 0x7777);
   Value lo = prmt(row[0], row[1], sel), hi = prmt(row[2], row[3], sel);
-  // Sign of code i (bit 4i + 3) to bit 8i + 7 of the high bytes.
-  Value sign =
-      orI(orI(shl(andI(codes, 0x8), 4), shl(andI(codes, 0x80), 8)),
-          orI(shl(andI(codes, 0x800), 12), shl(andI(codes, 0x8000), 16)));
+  // Sign of code i (bit 4i + 3) to bit 8i + 7: byte 2j + 1 of the result
+  // is byte j of `codes` (code 2j + 1's sign in bit 7), byte 2j is byte j
+  // of codes << 4 (code 2j's sign in bit 7).
+  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
+  Value sign = andI(prmt(codes, shifted, k.ci(0x1504)), 0x80808080);
   hi = arith::XOrIOp::create(k.b, k.loc, hi, sign);
   return {prmt(lo, hi, k.ci(0x5140)), prmt(lo, hi, k.ci(0x7362))};
 }
