@@ -4,7 +4,10 @@
 # the tiny bf16 and NVFP4/MXFP8 checkpoints with their host+sm_90a artifacts,
 # a small model with heads of 128 channels (test/Codegen/Inputs/head128-config.json),
 # and the weight-stripped real-shape M3 artifact (1 dense + 1 MSA/MoE layer),
-# unfused (m3.msa) and with --fuse-attention-prologue (m3f.msa).
+# unfused (m3.msa) and with --fuse-attention-prologue (m3f.msa); for the
+# `caches` part, the tiny and head-128 models with FP8 and NVFP4 KV and
+# index caches (tiny-fp8.msa, tiny-nvfp4.msa, h128-fp8.msa, h128-nvfp4.msa)
+# and m3.msa's twins with such caches (m3-fp8.msa, m3-nvfp4.msa).
 # Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +16,8 @@ BIN=$(cd "${2:-$ROOT/build}" && pwd)/bin
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$DIR"
 cd "$DIR"
-rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa
+rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa \
+  tiny-fp8.msa tiny-nvfp4.msa h128-fp8.msa h128-nvfp4.msa m3-fp8.msa m3-nvfp4.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
 "$BIN/msac-synth" tiny
 "$BIN/msac-synth" nv --format nvfp4
@@ -30,5 +34,14 @@ done
 "$BIN/msac" compile m3 -o m3.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
 "$BIN/msac" compile m3 -o m3f.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
   --fuse-attention-prologue
+# FP8 and NVFP4 caches (KV and index alike).
+for c in fp8 nvfp4; do
+  for m in tiny h128; do
+    "$BIN/msac" compile $m -o $m-$c.msa --target host,sm_90a --cuda-toolkit "$CUDA" \
+      --kv-cache-dtype $c --index-cache-dtype $c
+  done
+  "$BIN/msac" compile m3 -o m3-$c.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+    --kv-cache-dtype $c --index-cache-dtype $c
+done
 rm -rf m3
 du -sh .

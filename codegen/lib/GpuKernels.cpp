@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuKernels.h"
+#include "CacheDecode.h"
 #include "WgmmaLayout.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -125,6 +126,30 @@ public:
         /*addrSpace=*/1);
     Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
     return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
+  }
+
+  /// A constant i32 table in global memory (16-byte aligned), as a generic
+  /// pointer.
+  Value constantWords(ArrayRef<int32_t> values) {
+    OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
+    std::string sym = name + "_table" + std::to_string(sharedArrays++);
+    auto type =
+        RankedTensorType::get({static_cast<int64_t>(values.size())}, k.i32);
+    auto global = LLVM::GlobalOp::create(
+        gb, k.loc, LLVM::LLVMArrayType::get(k.i32, values.size()),
+        /*isConstant=*/true, LLVM::Linkage::Internal, sym,
+        DenseElementsAttr::get(type, values), /*alignment=*/16,
+        /*addrSpace=*/1);
+    Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
+    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
+  }
+  /// `prmt.b32` (default mode): byte i of the result is byte
+  /// (sel >> 4i) & 7 of {hi, lo}.
+  Value prmt(Value lo, Value hi, Value sel) {
+    return NVVM::PermuteOp::create(
+        k.b, k.loc, k.i32, lo, hi, sel,
+        NVVM::PermuteModeAttr::get(k.b.getContext(),
+                                   NVVM::PermuteMode::DEFAULT));
   }
 
   /// `for (w = ctaId; w < count; w += numCtas) body(w)`.
@@ -304,6 +329,112 @@ void threadLoop(GK &g, Value count, const std::function<void(Value)> &body) {
 }
 
 //===----------------------------------------------------------------------===//
+// FP8 and NVFP4 caches as bf16 mma operands
+//===----------------------------------------------------------------------===//
+
+/// True for the cache formats whose rows the tensor-core kernels decode to
+/// bf16 operands (cacheWordsBF16): FP8 E4M3 and NVFP4.
+bool isDecodedCache(msa::PagedCacheType type) {
+  return isa<Float8E4M3FNType>(type.getElementType()) || isNVFP4Cache(type);
+}
+
+/// The NVFP4 decode table of the kernel (nvfp4BF16Table) when `type` is an
+/// NVFP4 cache, else a null value.
+Value nvfp4Table(GK &g, msa::PagedCacheType type) {
+  if (!isNVFP4Cache(type))
+    return Value();
+  static const std::array<int32_t, 1024> table = nvfp4BF16Table();
+  return g.constantWords(table);
+}
+
+/// Two E4M3 bytes (bits 0-15 of the i32 `pair`, channel 2i in the low
+/// byte) as one word of bf16 pairs, exactly: `cvt.rn.f16x2.e4m3x2` (E4M3
+/// is exact in f16, NaN stays NaN), f16 -> FP32 (exact), FP32 -> bf16
+/// (exact: E4M3 values have 4 significant bits and lie within bf16's
+/// normal range).
+Value e4m3PairToBF16(GK &g, Value pair) {
+  KB &k = g.k;
+  auto i8x2 = VectorType::get({2}, k.b.getI8Type());
+  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+  Value v = LLVM::BitcastOp::create(
+      k.b, k.loc, i8x2, arith::TruncIOp::create(k.b, k.loc, k.i16, pair));
+  Value h = NVVM::ConvertF8x2ToF16x2Op::create(
+      k.b, k.loc, f16x2, v, /*relu=*/false,
+      Float8E4M3FNType::get(k.b.getContext()));
+  Value f = arith::ExtFOp::create(k.b, k.loc, VectorType::get({2}, k.f32), h);
+  Value b = arith::TruncFOp::create(k.b, k.loc,
+                                    VectorType::get({2}, k.b.getBF16Type()), f);
+  return LLVM::BitcastOp::create(k.b, k.loc, k.i32, b);
+}
+
+/// Channels [c0, c0 + n) of the FP8 or NVFP4 cache row `row` (n a multiple
+/// of 4, c0 a multiple of n; channel c0 + 2i in the low half of word i) as
+/// n / 2 words of bf16 pairs, exactly as the host reads them (FP8:
+/// decodeE4M3; NVFP4: nvfp4ToFP8Value): the words a bf16 cache row would
+/// hold at those channels. 16-byte loads where n allows. `table` is
+/// nvfp4Table's for NVFP4 rows.
+SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
+                                  int64_t n, Value table) {
+  KB &k = g.k;
+  SmallVector<Value> out;
+  if (!isNVFP4Cache(row.type)) {
+    // 4 E4M3 bytes per loaded word.
+    SmallVector<Value> w = g.loadWords(
+        row.cache, k.idiv(k.iadd(row.data, c0), k.c(4)), n / 4, n % 16 == 0);
+    for (Value x : w) {
+      out.push_back(e4m3PairToBF16(g, x));
+      out.push_back(
+          e4m3PairToBF16(g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16))));
+    }
+    return out;
+  }
+  // Codes: 8 per loaded word (4 per 16-bit half), or one 16-bit load when
+  // n = 4.
+  Value codeByte = k.iadd(row.data, k.idiv(c0, k.c(2)));
+  SmallVector<Value> quads; // 4 codes each, in bits 0-15
+  if (n % 8 == 0) {
+    for (Value x :
+         g.loadWords(row.cache, k.idiv(codeByte, k.c(4)), n / 8, n % 32 == 0)) {
+      quads.push_back(x);
+      quads.push_back(arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)));
+    }
+  } else {
+    quads.push_back(arith::ExtUIOp::create(
+        k.b, k.loc, k.i32, g.loadI16(row.cache, k.idiv(codeByte, k.c(2)))));
+  }
+  Type i8 = k.b.getI8Type();
+  auto vec = VectorType::get({4}, k.i32);
+  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
+    return g.prmt(lo, hi, sel);
+  };
+  SmallVector<Value> tableRow;
+  for (int64_t i = 0; i < n / 4; ++i) {
+    // c0 is a multiple of n: a new scale every 16 channels.
+    if ((4 * i) % 16 == 0) {
+      Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(4 * i / 16));
+      Value sb = arith::ExtUIOp::create(
+          k.b, k.loc, k.i32,
+          LLVM::LoadOp::create(
+              k.b, k.loc, i8, k.gep(row.cache, k.iadd(row.scales, block), i8)));
+      Value at = k.gep(table,
+                       arith::IndexCastOp::create(
+                           k.b, k.loc, k.b.getIndexType(),
+                           arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
+                       k.i32);
+      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
+      tableRow.clear();
+      for (int64_t e = 0; e < 4; ++e)
+        tableRow.push_back(
+            LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
+    }
+    std::array<Value, 2> words = nvfp4Words(k, prmt, quads[i], tableRow);
+    out.push_back(words[0]);
+    out.push_back(words[1]);
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
 // Indexer: block scores
 //===----------------------------------------------------------------------===//
 
@@ -451,15 +582,16 @@ void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
   });
 }
 
-/// The tensor-core indexer: index queries bf16, index keys bf16, dI a
-/// multiple of 32, at most 8 index heads.
+/// The tensor-core indexer: index queries bf16, index keys bf16, FP8 or
+/// NVFP4 (decoded to bf16 operands, cacheWordsBF16), dI a multiple of 32,
+/// at most 8 index heads.
 bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
   msa::PagedCacheType type = op.getIndexCache().getType();
   const int64_t d = type.getHeadDim(),
                 groups = shapeOf(op.getIndexQueries())[1];
   return type.getHeads() == 1 && d % 32 == 0 && d <= 256 && groups <= 8 &&
          elementOf(op.getIndexQueries()).isBF16() &&
-         type.getElementType().isBF16() &&
+         (type.getElementType().isBF16() || isDecodedCache(type)) &&
          type.getPageSize() % ((threads / kWarp) * 8) == 0;
 }
 
@@ -482,6 +614,7 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
+  Value decodeTable = nvfp4Table(g, type);
 
   indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
     // Q words of this lane: row `row` (an index head), words
@@ -500,6 +633,13 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
     for (int64_t j = 0; j < tiles; ++j) {
       Value slot = k.iadd(
           k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
+      if (isDecodedCache(type)) {
+        // Channels [quad dI/4, (quad + 1) dI/4), decoded to bf16 pairs.
+        kw[j] = cacheWordsBF16(g, cacheRow(k, cache, type, phys, k.c(0), slot),
+                               k.imul(quad, k.c(2 * words)), 2 * words,
+                               decodeTable);
+        continue;
+      }
       Value base =
           k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
                  k.imul(quad, k.c(words)));
@@ -903,9 +1043,15 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
 /// tile columns so that lane (n, q) reads channels [n D/8, (n+1) D/8) of a
 /// V row: every lane reads contiguous 16-byte pieces, all issued before the
 /// first mma. `qa` follows the same assignment.
+///
+/// FP8 and NVFP4 caches (`vtype` may differ from `type`, K's) give the same
+/// words, decoded from the cache rows by cacheWordsBF16 (`kTable` and
+/// `vTable` their nvfp4Table).
 SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
                                   Value blk, Value phys, Value p, Value kvHead,
-                                  msa::PagedCacheType type, Value kc, Value vc,
+                                  msa::PagedCacheType type,
+                                  msa::PagedCacheType vtype, Value kc, Value vc,
+                                  Value kTable, Value vTable,
                                   ArrayRef<SmallVector<Value>> qa, float scale,
                                   ValueRange st) {
   KB &k = g.k;
@@ -918,14 +1064,26 @@ SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
   // Loads: K words of keys key0 + row and key0 + 8 + row; V channels of
   // keys key0 + 2q, +1, +8, +9.
   GroupWords words;
-  for (int64_t nt = 0; nt < 2; ++nt)
+  for (int64_t nt = 0; nt < 2; ++nt) {
+    Value key = k.iadd(key0, k.iadd(k.c(nt * 8), row));
+    if (isDecodedCache(type)) {
+      words.kw.push_back(
+          cacheWordsBF16(g, cacheRow(k, kc, type, phys, kvHead, key),
+                         k.imul(quad, k.c(2 * kWords)), 2 * kWords, kTable));
+      continue;
+    }
     words.kw.push_back(
-        g.loadWords(kc,
-                    k.iadd(rowWord(k.iadd(key0, k.iadd(k.c(nt * 8), row))),
-                           k.imul(quad, k.c(kWords))),
-                    kWords, kWords % 4 == 0));
+        g.loadWords(kc, k.iadd(rowWord(key), k.imul(quad, k.c(kWords))), kWords,
+                    kWords % 4 == 0));
+  }
   for (int64_t dk : kVKeys) {
     Value key = k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))));
+    if (isDecodedCache(vtype)) {
+      words.vw.push_back(
+          cacheWordsBF16(g, cacheRow(k, vc, vtype, phys, kvHead, key),
+                         k.imul(row, k.c(2 * vWords)), 2 * vWords, vTable));
+      continue;
+    }
     words.vw.push_back(
         g.loadWords(vc, k.iadd(rowWord(key), k.imul(row, k.c(vWords))), vWords,
                     vWords % 4 == 0));
@@ -1064,8 +1222,10 @@ bool attentionFits(Operation *op, int64_t threads) {
   AttentionShape s = attentionShape(op);
   auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
   auto vtype = cast<msa::PagedCacheType>(op->getOperand(2).getType());
-  if (!type.getElementType().isBF16() || !vtype.getElementType().isBF16())
-    return false;
+  // bf16 K and V, or FP8 / NVFP4 ones decoded to bf16 operands.
+  for (msa::PagedCacheType t : {type, vtype})
+    if (!t.getElementType().isBF16() && !isDecodedCache(t))
+      return false;
   Type qe = elementOf(op->getOperand(0));
   // bf16 queries only: the mma takes bf16 operands, and rounding FP32
   // queries would change the scores beyond summation order.
@@ -1114,6 +1274,8 @@ void attentionKernel(GK &g, Operation *op) {
   Value ids = sparse ? k.ptr(6) : Value();
   Value ws = k.ptr(base + 1);
   auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
+  auto vtype = cast<msa::PagedCacheType>(op->getOperand(2).getType());
+  Value kTable = nvfp4Table(g, type), vTable = nvfp4Table(g, vtype);
   const float scale =
       sparse ? cast<msa::SparseAttentionOp>(op).getScale().convertToFloat()
              : cast<msa::DenseAttentionOp>(op).getScale().convertToFloat();
@@ -1227,9 +1389,10 @@ void attentionKernel(GK &g, Operation *op) {
                     k.b, k.loc, first, k.c(groupsPerBlock), k.c(g.warps), in);
                 OpBuilder::InsertionGuard guard(k.b);
                 k.b.setInsertionPointToEnd(loop.getBody());
-                SmallVector<Value> next = attentionGroup(
-                    g, s, loop.getInductionVar(), blk, phys, p, kvHead, type,
-                    kc, vc, qa, scale, loop.getRegionIterArgs());
+                SmallVector<Value> next =
+                    attentionGroup(g, s, loop.getInductionVar(), blk, phys, p,
+                                   kvHead, type, vtype, kc, vc, kTable, vTable,
+                                   qa, scale, loop.getRegionIterArgs());
                 scf::YieldOp::create(k.b, k.loc, next);
                 return SmallVector<Value>(loop.getResults());
               },
@@ -1353,8 +1516,10 @@ void attentionKernel(GK &g, Operation *op) {
     Value kvHead = k.idiv(w, k.imul(T, k.c(s.chunks)));
     Value chunk = k.irem(k.idiv(w, T), k.c(s.chunks));
     // The multi-token way for heads of whole 64-channel groups (16-byte
-    // K and V pieces; measured on the H200 at D = 128), dense attention.
-    if (sparse || g.warps < 2 || s.d % 64 != 0) {
+    // K and V pieces; measured on the H200 at D = 128), dense attention
+    // with bf16 caches (the stages hold bf16 rows).
+    if (sparse || g.warps < 2 || s.d % 64 != 0 ||
+        !type.getElementType().isBF16() || !vtype.getElementType().isBF16()) {
       perToken(t, kvHead, chunk);
       return;
     }
@@ -2776,7 +2941,10 @@ void embeddingKernel(GK &g, msa::EmbeddingOp op) {
   });
 }
 
-/// One thread per element of the T x heads x D values.
+/// One thread per element of the T x heads x D values (bf16, f32 and FP8
+/// caches: KB::storeF's conversion, as the host kernel's storeCacheRow);
+/// for NVFP4 caches one thread per 16-channel block, quantized by
+/// storeNVFP4Block as the host kernel does.
 void kvInsertKernel(GK &g, msa::KVCacheInsertOp op) {
   KB &k = g.k;
   Value cache = k.ptr(0), table = k.ptr(1), seqs = k.ptr(2), pos = k.ptr(3),
@@ -2785,6 +2953,22 @@ void kvInsertKernel(GK &g, msa::KVCacheInsertOp op) {
   const int64_t heads = type.getHeads(), d = type.getHeadDim(),
                 page = type.getPageSize();
   Type ve = elementOf(op.getValues()), ce = type.getElementType();
+  if (isNVFP4Cache(type)) {
+    const int64_t blocks = d / 16;
+    threadLoop(g, k.imul(k.scalar(0), k.c(heads * blocks)), [&](Value i) {
+      Value t = k.idiv(i, k.c(heads * blocks));
+      Value hh = k.irem(k.idiv(i, k.c(blocks)), k.c(heads));
+      Value j = k.irem(i, k.c(blocks));
+      Value p = k.loadIndex(pos, t);
+      Value phys = pageOf(k, table, k.loadIndex(seqs, t), k.idiv(p, k.c(page)));
+      CacheRow dst = cacheRow(k, cache, type, phys, hh, k.irem(p, k.c(page)));
+      Value src = k.imul(k.iadd(k.imul(t, k.c(heads)), hh), k.c(d));
+      storeNVFP4Block(k, dst, j, [&](Value c) {
+        return k.loadF(values, k.iadd(src, c), ve);
+      });
+    });
+    return;
+  }
   threadLoop(g, k.imul(k.scalar(0), k.c(heads * d)), [&](Value i) {
     Value t = k.idiv(i, k.c(heads * d));
     Value hh = k.irem(k.idiv(i, k.c(d)), k.c(heads)), c = k.irem(i, k.c(d));
@@ -2869,8 +3053,10 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
               return false;
           }
         if (auto insert = dyn_cast<msa::KVCacheInsertOp>(o)) {
-          Type ce = insert.getCache().getType().getElementType();
-          return ce.isBF16() || ce.isF32();
+          msa::PagedCacheType type = insert.getCache().getType();
+          Type ce = type.getElementType();
+          return ce.isBF16() || ce.isF32() || isa<Float8E4M3FNType>(ce) ||
+                 (isNVFP4Cache(type) && type.getHeadDim() % 16 == 0);
         }
         return true;
       })

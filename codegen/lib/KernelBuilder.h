@@ -641,6 +641,38 @@ inline Value dotCacheRow(KB &k, Value a, Value aOff, Type aType,
   });
 }
 
+/// Stores `value(first + e)` (FP32), e < 16, as NVFP4 block `j` (channels
+/// first = 16 j .. 16 j + 15) of the NVFP4 cache row `row`: its E4M3 scale
+/// byte and its 8 code bytes, quantized as storeCacheRow describes. `value`
+/// may be called several times per channel.
+inline void storeNVFP4Block(KB &k, const CacheRow &row, Value j,
+                            const std::function<Value(Value)> &value) {
+  Type i8 = k.b.getI8Type();
+  Value first = k.imul(j, k.c(16));
+  Value amax = k.reduce(k.c(0), k.c(16), k.cf(0), [&](Value e, Value acc) {
+    return k.maxf(acc,
+                  math::AbsFOp::create(k.b, k.loc, value(k.iadd(first, e))));
+  });
+  Value scaleByte = k.encodeE4M3(k.div(amax, k.cf(6.0)));
+  LLVM::StoreOp::create(k.b, k.loc, scaleByte,
+                        k.gep(row.cache, k.iadd(row.scales, j), i8));
+  Value scale = k.decodeE4M3(scaleByte);
+  Value zero = k.fcmp(arith::CmpFPredicate::OEQ, scale, k.cf(0));
+  k.loop(k.c(0), k.c(8), [&](Value pair) {
+    Value i = k.iadd(first, k.imul(pair, k.c(2)));
+    auto code = [&](Value x) {
+      return k.select(zero, k.ci(0), encodeE2M1(k, k.div(x, scale)));
+    };
+    Value lo = code(value(i)), hi = code(value(k.iadd(i, k.c(1))));
+    Value byte = arith::OrIOp::create(
+        k.b, k.loc, lo, arith::ShLIOp::create(k.b, k.loc, hi, k.ci(4)));
+    Value at = k.iadd(row.data, k.iadd(k.imul(j, k.c(8)), pair));
+    LLVM::StoreOp::create(k.b, k.loc,
+                          arith::TruncIOp::create(k.b, k.loc, i8, byte),
+                          k.gep(row.cache, at, i8));
+  });
+}
+
 /// Stores `value(i)` (FP32) as channel i of the row, converted to the cache
 /// element type: a rounding (bf16) or saturating (FP8, scale 1) cast, or
 /// for NVFP4 the block quantization of msa.kv_cache_insert, per 16
@@ -662,32 +694,8 @@ inline void storeCacheRow(KB &k, const CacheRow &row,
     });
     return;
   }
-  Type i8 = k.b.getI8Type();
-  k.loop(k.c(0), k.c(row.type.getHeadDim() / 16), [&](Value j) {
-    Value first = k.imul(j, k.c(16));
-    Value amax = k.reduce(k.c(0), k.c(16), k.cf(0), [&](Value e, Value acc) {
-      return k.maxf(acc,
-                    math::AbsFOp::create(k.b, k.loc, value(k.iadd(first, e))));
-    });
-    Value scaleByte = k.encodeE4M3(k.div(amax, k.cf(6.0)));
-    LLVM::StoreOp::create(k.b, k.loc, scaleByte,
-                          k.gep(row.cache, k.iadd(row.scales, j), i8));
-    Value scale = k.decodeE4M3(scaleByte);
-    Value zero = k.fcmp(arith::CmpFPredicate::OEQ, scale, k.cf(0));
-    k.loop(k.c(0), k.c(8), [&](Value pair) {
-      Value i = k.iadd(first, k.imul(pair, k.c(2)));
-      auto code = [&](Value x) {
-        return k.select(zero, k.ci(0), encodeE2M1(k, k.div(x, scale)));
-      };
-      Value lo = code(value(i)), hi = code(value(k.iadd(i, k.c(1))));
-      Value byte = arith::OrIOp::create(
-          k.b, k.loc, lo, arith::ShLIOp::create(k.b, k.loc, hi, k.ci(4)));
-      Value at = k.iadd(row.data, k.iadd(k.imul(j, k.c(8)), pair));
-      LLVM::StoreOp::create(k.b, k.loc,
-                            arith::TruncIOp::create(k.b, k.loc, i8, byte),
-                            k.gep(row.cache, at, i8));
-    });
-  });
+  k.loop(k.c(0), k.c(row.type.getHeadDim() / 16),
+         [&](Value j) { storeNVFP4Block(k, row, j, value); });
 }
 
 } // namespace msac::kernels

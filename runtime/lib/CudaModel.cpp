@@ -6,6 +6,7 @@
 
 #include "msac/Runtime/CudaModel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -294,13 +295,34 @@ bool CudaModel::copyFromPool(uint64_t dst, uint64_t bytes,
 
 bool CudaModel::fillCaches(uint64_t seed, std::string &error) {
   const std::vector<Buffer> &list = art.buffers();
-  if (!checkSynthesizableCaches(art, error))
+  if (!checkSynthesizableCaches(art, error, /*nvfp4=*/true))
     return false;
   std::map<std::string, std::vector<uint8_t>> pools;
   for (size_t i = 0; i < list.size(); ++i) {
     const Buffer &b = list[i];
     if (b.kind != Buffer::Kind::Cache)
       continue;
+    if (b.dtype == "nvfp4") {
+      // Whole pages (fillNvfp4Pages) of up to 64 MiB, repeated over the
+      // buffer.
+      const uint64_t bytes = Executor::bytes(b, opts);
+      const uint64_t pageBytes =
+          static_cast<uint64_t>(b.pageSize) * b.bytesPerToken;
+      const uint64_t pages = std::max<uint64_t>(
+          1, std::min(bytes, uint64_t(64) << 20) / pageBytes);
+      std::vector<uint8_t> pool(pages * pageBytes);
+      fillNvfp4Pages(pool.data(), pool.size(), b, seed + i);
+      for (uint64_t done = 0; done < bytes;) {
+        const uint64_t n = std::min<uint64_t>(bytes - done, pool.size());
+        CUresult rc = driver->cuMemcpyHtoD(buffers[i] + done, pool.data(), n);
+        if (rc != 0) {
+          error = "cuMemcpyHtoD (synthetic data): " + driver->describe(rc);
+          return false;
+        }
+        done += n;
+      }
+      continue;
+    }
     std::vector<uint8_t> &pool = pools[b.dtype];
     if (pool.empty())
       pool = randomPool(b.dtype, -2.0f, 2.0f, seed + (b.dtype == "bf16"));

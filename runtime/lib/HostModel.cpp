@@ -176,26 +176,7 @@ bool HostModel::fillCaches(uint64_t seed, std::string &error) {
     if (b.kind != Buffer::Kind::Cache)
       continue;
     if (b.dtype == "nvfp4") {
-      // Per page: E2M1 codes [heads, page, D/2] bytes (SplitMix64 random
-      // bytes), then E4M3 scales [heads, page, D/16] (codegen's
-      // KernelBuilder.h, CacheRow).
-      const uint64_t codeBytes =
-          static_cast<uint64_t>(b.heads) * b.pageSize * (b.headDim / 2);
-      const uint64_t pageBytes =
-          static_cast<uint64_t>(b.pageSize) * b.bytesPerToken;
-      uint8_t *dst = storage[i].data();
-      uint64_t state = seed + i;
-      for (uint64_t page = 0; page + pageBytes <= storage[i].size();
-           page += pageBytes) {
-        for (uint64_t j = 0; j < codeBytes; ++j) {
-          uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-          z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-          dst[page + j] = static_cast<uint8_t>((z ^ (z >> 31)) >> 56);
-        }
-        fillUniform(dst + page + codeBytes, pageBytes - codeBytes, "f8E4M3FN",
-                    0.125f, 0.625f, state);
-      }
+      fillNvfp4Pages(storage[i].data(), storage[i].size(), b, seed + i);
       continue;
     }
     fillUniform(storage[i].data(), storage[i].size() / b.elementBytes(),
@@ -278,6 +259,28 @@ void Executor::fillUniform(uint8_t *dst, uint64_t count,
     } else {
       std::memcpy(dst + 4 * i, &bits, 4);
     }
+  }
+}
+
+void Executor::fillNvfp4Pages(uint8_t *dst, uint64_t size, const Buffer &b,
+                              uint64_t seed) {
+  // Per page: E2M1 codes [heads, page, D/2] bytes (SplitMix64 random
+  // bytes), then E4M3 scales [heads, page, D/16] (codegen's
+  // KernelBuilder.h, CacheRow).
+  const uint64_t codeBytes =
+      static_cast<uint64_t>(b.heads) * b.pageSize * (b.headDim / 2);
+  const uint64_t pageBytes =
+      static_cast<uint64_t>(b.pageSize) * b.bytesPerToken;
+  uint64_t state = seed;
+  for (uint64_t page = 0; page + pageBytes <= size; page += pageBytes) {
+    for (uint64_t j = 0; j < codeBytes; ++j) {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      dst[page + j] = static_cast<uint8_t>((z ^ (z >> 31)) >> 56);
+    }
+    fillUniform(dst + page + codeBytes, pageBytes - codeBytes, "f8E4M3FN",
+                0.125f, 0.625f, state);
   }
 }
 

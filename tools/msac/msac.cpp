@@ -375,15 +375,6 @@ int runCompile() {
   if (!kv || !index)
     return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
                       "fp8 or nvfp4");
-  // NVFP4 caches have host kernels only; the GPU kernels come later.
-  for (auto [flag, dtype] : {std::pair{"--kv-cache-dtype", *kv},
-                             std::pair{"--index-cache-dtype", *index}})
-    if (dtype == ckpt::CacheDType::NVFP4 && !gpus.empty())
-      return usageError(
-          std::string(flag) + " nvfp4 is supported for --target host only: " +
-          "the " + gpus.front()->name.str() +
-          " kernels do not read or write NVFP4 caches yet; use bf16 or fp8 "
-          "caches for NVIDIA targets");
   if (!gpus.empty() && !sys::fs::can_execute(cudaToolkit + "/bin/ptxas"))
     return usageError("--cuda-toolkit '" + cudaToolkit +
                       "' has no bin/ptxas, which NVIDIA targets need; point "

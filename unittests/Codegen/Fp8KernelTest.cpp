@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../../codegen/lib/CacheDecode.h"
 #include "../../codegen/lib/KernelBuilder.h"
 #include "../Nvfp4CacheCases.h"
 #include "msac/Codegen/HostProgram.h"
@@ -459,6 +460,111 @@ TEST(Nvfp4CacheRowTest, RandomBlocksMatchTheRecipe) {
     EXPECT_TRUE(
         sameFloat(run.dots[r], dotInOrder(&q[r * kDim], &run.out[r * kDim])))
         << "row " << r;
+}
+
+//===----------------------------------------------------------------------===//
+// NVFP4 -> bf16 decode of the GPU tensor-core kernels
+//===----------------------------------------------------------------------===//
+
+/// prmt.b32 in its default mode, from arith ops (the GPU kernels emit
+/// nvvm.prmt): byte i of the result is byte (sel >> 4i) & 7 of {hi, lo}.
+Value emulatedPrmt(KB &k, Value lo, Value hi, Value sel) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  auto c64 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  };
+  Value pool = arith::OrIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, k.i64, lo),
+      arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, k.i64, hi),
+                            c64(32)));
+  Value sel64 = arith::ExtUIOp::create(b, loc, k.i64, sel);
+  Value out = c64(0);
+  for (int64_t i = 0; i < 4; ++i) {
+    Value idx = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, sel64, c64(4 * i)), c64(7));
+    Value byte = arith::AndIOp::create(
+        b, loc,
+        arith::ShRUIOp::create(b, loc, pool,
+                               arith::MulIOp::create(b, loc, idx, c64(8))),
+        c64(0xFF));
+    out = arith::OrIOp::create(b, loc, out,
+                               arith::ShLIOp::create(b, loc, byte, c64(8 * i)));
+  }
+  return arith::TruncIOp::create(b, loc, k.i32, out);
+}
+
+/// The body of `nvfp4bf16`: buffers table (i32[1024], nvfp4BF16Table),
+/// codes (i32[n], 4 codes in bits 0-15), scales (i32[n], a byte each), out
+/// (i32[2 n]); out[2i], out[2i + 1] = nvfp4Words(codes[i], the table row of
+/// scales[i]).
+void emitNvfp4Bf16Kernel(KB &k) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  Value table = k.ptr(0), codes = k.ptr(1), scales = k.ptr(2), out = k.ptr(3);
+  auto load = [&](Value base, Value i) -> Value {
+    return LLVM::LoadOp::create(b, loc, k.i32, k.gep(base, i, k.i32));
+  };
+  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
+    return emulatedPrmt(k, lo, hi, sel);
+  };
+  k.loop(k.c(0), k.scalar(0), [&](Value i) {
+    Value s =
+        arith::IndexCastOp::create(b, loc, b.getIndexType(), load(scales, i));
+    SmallVector<Value> row;
+    for (int64_t e = 0; e < 4; ++e)
+      row.push_back(load(table, k.iadd(k.imul(s, k.c(4)), k.c(e))));
+    std::array<Value, 2> w = nvfp4Words(k, prmt, load(codes, i), row);
+    for (int64_t e = 0; e < 2; ++e)
+      LLVM::StoreOp::create(
+          b, loc, w[e], k.gep(out, k.iadd(k.imul(i, k.c(2)), k.c(e)), k.i32));
+  });
+}
+
+// Every E2M1 code at every position of a 4-code quad, times every E4M3
+// scale byte (0x00-0xFF: negative and NaN scales too), decoded to bf16
+// through the table and the byte lookup: the bits of the reference's
+// E4M3(e2m1 * scale) (msa-m3-spec.md §4.2 `inference.dequant`), which bf16
+// holds exactly; NaN where the reference gives NaN.
+TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
+  MLIRContext ctx;
+  HostKernel compiled(ctx, "nvfp4bf16", emitNvfp4Bf16Kernel);
+  Kernel kernel = compiled.function;
+  ASSERT_NE(kernel, nullptr);
+  const std::array<int32_t, 1024> table = nvfp4BF16Table();
+  std::vector<int32_t> codes, scales;
+  for (int s = 0; s < 256; ++s)
+    for (int q = 0; q < 16; ++q) {
+      int32_t quad = 0;
+      for (int i = 0; i < 4; ++i)
+        quad |= ((q + 5 * i) % 16) << (4 * i);
+      codes.push_back(quad);
+      scales.push_back(s);
+    }
+  std::vector<int32_t> out(2 * codes.size());
+  void *buffers[] = {const_cast<int32_t *>(table.data()), codes.data(),
+                     scales.data(), out.data()};
+  const int64_t scalars[3] = {static_cast<int64_t>(codes.size()), 0, 0};
+  kernel(buffers, scalars);
+  int failures = 0;
+  for (size_t n = 0; n < codes.size() && failures < 20; ++n)
+    for (int i = 0; i < 4; ++i) {
+      const int code = (codes[n] >> (4 * i)) & 15, s = scales[n];
+      const float want = numerics::e4m3ToFloat(numerics::floatToE4M3(
+          numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
+          numerics::e4m3ToFloat(static_cast<uint8_t>(s))));
+      const uint16_t got =
+          static_cast<uint16_t>(uint32_t(out[2 * n + i / 2]) >> (16 * (i % 2)));
+      const bool gotNan = (got & 0x7F80) == 0x7F80 && (got & 0x7F);
+      const bool ok =
+          std::isnan(want) ? gotNan : got == numerics::floatToBF16(want);
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex
+                      << s << ": got bf16 0x" << got << ", want " << std::dec
+                      << want;
+      }
+    }
 }
 
 } // namespace

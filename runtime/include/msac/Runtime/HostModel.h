@@ -135,6 +135,11 @@ protected:
   static void fillUniform(uint8_t *dst, uint64_t count,
                           const std::string &dtype, float lo, float hi,
                           uint64_t seed);
+  /// Fills the whole NVFP4 pages within `size` bytes at `dst` of cache `b`:
+  /// each page's E2M1 code bytes from a SplitMix64 stream seeded with
+  /// `seed`, then its E4M3 scales uniform in [0.125, 0.625) (fillUniform).
+  static void fillNvfp4Pages(uint8_t *dst, uint64_t size, const Buffer &b,
+                             uint64_t seed);
   /// 64 MiB of `dtype` values uniform in [lo, hi) (fillUniform).
   static std::vector<uint8_t> randomPool(const std::string &dtype, float lo,
                                          float hi, uint64_t seed);

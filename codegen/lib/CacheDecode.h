@@ -1,0 +1,124 @@
+//===- CacheDecode.h - FP8 / NVFP4 cache values as bf16 mma operands -*- C++
+//-*-===//
+//
+// Part of msac.
+//
+// Private to the codegen library: the exact decode of NVFP4 cache values to
+// the bf16 operands of the GPU kernels' tensor-core products. An NVFP4 value
+// is read as the host kernels read it (KernelBuilder.h: nvfp4ToFP8Value;
+// msa-m3-spec.md §4.2 `inference.dequant`): E2M1 code times the FP32 value
+// of the E4M3 block scale, in FP32, rounded to E4M3 (nearest even,
+// saturating at ±448); every E4M3 value is exact in bf16. Per scale byte the
+// 8 magnitudes are a compile-time table (nvfp4BF16Table), looked up with a
+// byte permute per 4 codes (perf-anchors.md §3.3, the `prmt` byte lookup).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MSAC_CODEGEN_LIB_CACHEDECODE_H
+#define MSAC_CODEGEN_LIB_CACHEDECODE_H
+
+#include "KernelBuilder.h"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+namespace msac::kernels {
+
+/// The FP32 value of E4M3FN byte `b` (bias 7, subnormals m * 2^-9,
+/// 0x7F / 0xFF NaN).
+inline float e4m3Value(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7)
+    return NAN;
+  const float mag =
+      e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+/// `x` (finite or not) rounded to an E4M3 value: nearest, ties to the even
+/// code, |x| >= 448 saturating to ±448, NaN kept. By search over the 127
+/// finite magnitudes (independent of KB::encodeE4M3's bit arithmetic).
+inline float roundToE4M3(float x) {
+  if (std::isnan(x))
+    return NAN;
+  const float a = std::fabs(x);
+  float best = 0;
+  if (a >= 448.0f) {
+    best = 448.0f;
+  } else {
+    int bestCode = 0;
+    for (int c = 1; c < 0x7F; ++c) {
+      const float v = e4m3Value(uint8_t(c)), bv = e4m3Value(uint8_t(bestCode));
+      const float dv = std::fabs(v - a), db = std::fabs(bv - a);
+      if (dv < db || (dv == db && (c & 1) == 0))
+        bestCode = c;
+    }
+    best = e4m3Value(uint8_t(bestCode));
+  }
+  return std::signbit(x) ? -best : best;
+}
+
+/// bf16 bits of an FP32 value that bf16 holds exactly (NaN -> 0x7FC0).
+inline uint16_t exactBF16Bits(float v) {
+  if (std::isnan(v))
+    return 0x7FC0;
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return uint16_t(u >> 16);
+}
+
+/// Per E4M3 scale byte s (256 rows of 4 words, 16-byte aligned rows): the
+/// bf16 bits of the NVFP4 values of the 8 positive E2M1 codes m = 0..7
+/// (0, 0.5, 1, 1.5, 2, 3, 4, 6) with scale s, E4M3(m * s) as
+/// nvfp4ToFP8Value. Word 0 holds the low bytes of codes 0..3 (code i in
+/// byte i), word 1 those of codes 4..7, words 2 and 3 the high bytes.
+inline std::array<int32_t, 1024> nvfp4BF16Table() {
+  static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  std::array<int32_t, 1024> t{};
+  for (int s = 0; s < 256; ++s) {
+    const float scale = e4m3Value(uint8_t(s));
+    uint32_t w[4] = {0, 0, 0, 0};
+    for (int m = 0; m < 8; ++m) {
+      const uint16_t h = exactBF16Bits(roundToE4M3(kE2M1[m] * scale));
+      w[m / 4] |= uint32_t(h & 0xFF) << (8 * (m % 4));
+      w[2 + m / 4] |= uint32_t(h >> 8) << (8 * (m % 4));
+    }
+    for (int i = 0; i < 4; ++i)
+      t[4 * s + i] = int32_t(w[i]);
+  }
+  return t;
+}
+
+/// A byte permute `prmt.b32 d, lo, hi, sel` (default mode): byte i of the
+/// result is byte (sel >> 4i) & 7 of the 8 bytes {hi, lo} (lo bytes 0-3).
+/// The selectors built here never set bit 3 of a nibble.
+using BytePermute = std::function<Value(Value lo, Value hi, Value sel)>;
+
+/// Decodes the 4 NVFP4 codes in bits 0-15 of `codes` (i32; code i in bits
+/// 4i..4i+3, i.e. two cache bytes) with scale-table row `row` (the 4 words
+/// of nvfp4BF16Table for the block's scale byte) to 2 words of bf16 pairs:
+/// word 0 = codes 0 (low half) and 1, word 1 = codes 2 and 3. The E2M1 sign
+/// bit flips the looked-up value's sign (XOR, so a negative scale byte
+/// gives the product's sign, as nvfp4ToFP8Value).
+inline std::array<Value, 2> nvfp4Words(KB &k, const BytePermute &prmt,
+                                       Value codes, ArrayRef<Value> row) {
+  auto andI = [&](Value x, int64_t m) {
+    return arith::AndIOp::create(k.b, k.loc, x, k.ci(m)).getResult();
+  };
+  Value sel = andI(codes, 0x7777);
+  Value lo = prmt(row[0], row[1], sel), hi = prmt(row[2], row[3], sel);
+  // Sign of code i (bit 4i + 3) to bit 8i + 7: byte 2j + 1 of the result
+  // is byte j of `codes` (code 2j + 1's sign in bit 7), byte 2j is byte j
+  // of codes << 4 (code 2j's sign in bit 7).
+  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
+  Value sign = andI(prmt(codes, shifted, k.ci(0x1504)), 0x80808080);
+  hi = arith::XOrIOp::create(k.b, k.loc, hi, sign);
+  return {prmt(lo, hi, k.ci(0x5140)), prmt(lo, hi, k.ci(0x7362))};
+}
+
+} // namespace msac::kernels
+
+#endif // MSAC_CODEGEN_LIB_CACHEDECODE_H
