@@ -7,8 +7,8 @@
 #   OUT    results folder (default $OUT or .)
 #   PARTS  comma-separated, default checks,layers:
 #          checks     the tiny artifact against the reference; every launch
-#                     and every layer of real-shape decode steps (batch 1
-#                     and 64) and a prefill chunk (2 x 256 tokens at 8K)
+#                     and every layer of real-shape decode steps (batch 1,
+#                     8 and 64) and a prefill chunk (2 x 256 tokens at 8K)
 #                     against PyTorch; add nvfp4 for the NVFP4/MXFP8 tiny
 #                     artifact, long for a prefill chunk at 128K
 #          layers     bench/m3_layer.py: decode and prefill of the two layers
@@ -70,6 +70,7 @@ if [[ $PARTS == *,checks,* ]]; then
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   fi
   check decode-1x8192 1 8192 0 yes
+  check decode-8x8192 8 8192 0 yes  # mma.sync tiles (2-63 rows)
   check decode-64x8192 64 8192 0 yes
   check prefill-2x256-8192 2 8192 256 yes
   if [[ $PARTS == *,long,* ]]; then
@@ -103,6 +104,7 @@ if [[ $PARTS == *,head128,* ]]; then
 fi
 if [[ $PARTS == *,prologue,* ]]; then
   check fused-decode-1x8192 1 8192 0 no m3f.msa
+  check fused-decode-8x8192 8 8192 0 no m3f.msa
   check fused-decode-64x8192 64 8192 0 no m3f.msa
   check fused-prefill-2x256-8192 2 8192 256 no m3f.msa
   timeout 300 python3 "$BENCH/prologue_bench.py" --msac-run ./msac-run --unfused m3.msa \

@@ -10,7 +10,11 @@ attention-family launch (index_score, dense_attention or sparse_attention).
 Unfused that is 5 (dense: 3) linears, 4 (2) per-head norms, 4 (2) RoPEs and
 3 (2) cache inserts; fused, msa.attention_prologue's launches. Token counts
 up to 64 run as decode steps (batch = tokens), larger ones as one prefill
-chunk of one sequence. The floor is the layer's projection weights read
+chunk of one sequence. The same launches are also timed as one range
+captured in a CUDA graph (`bench-decode --graph-range`), as steps run in
+msac-run, without the CPU cost of launching kernels one by one that the
+per-launch medians of short kernels include. The floor is the layer's
+projection weights read
 once (bf16) / copy bandwidth measured here, or the projection's FLOPs /
 the bf16 matmul rate measured here, whichever is larger.
 
@@ -39,17 +43,24 @@ def matmul_rate():
     return 2 * n ** 3 / (t * 1e-6)
 
 
-def prologues(args, artifact, tokens):
-    """Per-layer prologue time (us), in schedule order."""
+def bench_decode(args, artifact, tokens, ranges=()):
     cmd = [args.msac_run, "bench-decode", artifact, "--device", "cuda", "--dummy-weights",
            "--json", "--context", str(args.context), "--steps", str(args.steps),
            "--warmup", "2"]
     cmd += ["--batch", str(tokens)] if tokens <= 64 else ["--prefill-chunk", str(tokens)]
+    for first, last in ranges:
+        cmd += ["--graph-range", f"{first}:{last}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{artifact}: {r.stderr.strip()[-400:]}")
-    launches = json.loads(r.stdout)["launches"]
-    out = []
+    return json.loads(r.stdout)
+
+
+def prologues(args, artifact, tokens):
+    """Per-layer prologue time (us), in schedule order: (sum of the per-launch
+    medians, the same launches timed as one range inside a CUDA graph)."""
+    launches = bench_decode(args, artifact, tokens)["launches"]
+    sums, ranges = [], []
     for i, l in enumerate(launches):
         if l["op"] not in ATTENTION_OPS or launches[i - 1]["op"] not in PROLOGUE_OPS:
             continue
@@ -57,8 +68,10 @@ def prologues(args, artifact, tokens):
         j = i - 1
         while j > 0 and launches[j - 1]["op"] in PROLOGUE_OPS:
             j -= 1
-        out.append(sum(x["median_us"] for x in launches[j + 1:i]))
-    return out
+        sums.append(sum(x["median_us"] for x in launches[j + 1:i]))
+        ranges.append((j + 1, i))
+    graph = bench_decode(args, artifact, tokens, ranges)["graph_ranges"]
+    return list(zip(sums, [g["median_us"] for g in graph]))
 
 
 def main():
@@ -82,19 +95,22 @@ def main():
     bw, rate = copy_bandwidth(), matmul_rate()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth "
           f"{bw / 1e12:.2f} TB/s, bf16 matmul {rate / 1e12:.0f} TFLOP/s, context {args.context}")
-    print("| tokens | layer | unfused us | fused us | unfused/fused | floor us | fused/floor |")
-    print("|---|---|---|---|---|---|---|")
+    print("| tokens | layer | unfused us | fused us | unfused/fused | unfused graph us | "
+          "fused graph us | unfused/fused (graph) | floor us | fused/floor | "
+          "fused graph/floor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for n in (int(x) for x in args.tokens.split(",")):
         u, f = prologues(args, args.unfused, n), prologues(args, args.fused, n)
         kinds = ["dense", "msa"][:len(u)]
-        for kind, tu, tf in zip(kinds, u, f):
+        for kind, (tu, gu), (tf, gf) in zip(kinds, u, f):
             ch = channels[kind]
             floor = max(ch * H * 2 / bw, 2 * n * ch * H / rate) * 1e6
             rows.append({"tokens": n, "layer": kind, "unfused_us": tu, "fused_us": tf,
-                         "floor_us": floor})
-            print(f"| {n} | {kind} | {tu:.1f} | {tf:.1f} | {tu / tf:.2f} | {floor:.1f} | "
-                  f"{tf / floor:.2f} |")
+                         "unfused_graph_us": gu, "fused_graph_us": gf, "floor_us": floor})
+            print(f"| {n} | {kind} | {tu:.1f} | {tf:.1f} | {tu / tf:.2f} | {gu:.1f} | "
+                  f"{gf:.1f} | {gu / gf:.2f} | {floor:.1f} | {tf / floor:.2f} | "
+                  f"{gf / floor:.2f} |")
     if args.out:
         json.dump({"gpu": torch.cuda.get_device_name(), "copy_bandwidth_TBps": bw / 1e12,
                    "bf16_matmul_TFLOPs": rate / 1e12, "rows": rows}, open(args.out, "w"),

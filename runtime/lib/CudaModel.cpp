@@ -354,6 +354,82 @@ bool CudaModel::enqueue(const std::vector<Step> &schedule,
   return true;
 }
 
+bool CudaModel::timeRangeInGraph(size_t first, size_t last, int reps,
+                                 double &us, std::string &error) {
+  const std::vector<Step> &all = art.prefillSchedule();
+  if (first >= last || last > all.size() || reps < 1) {
+    error = "launch range " + std::to_string(first) + ":" +
+            std::to_string(last) + " is not within the " +
+            std::to_string(all.size()) + " launches of a step";
+    return false;
+  }
+  // Enough copies of the range that a replay's own launch cost is small
+  // against the kernels.
+  constexpr int kCopies = 20;
+  std::vector<Step> steps;
+  std::vector<Launch> launches;
+  for (int c = 0; c < kCopies; ++c)
+    for (size_t i = first; i < last; ++i) {
+      steps.push_back(all[i]);
+      launches.push_back(stepLaunches[i]);
+    }
+  constexpr int kCaptureRelaxed = 2;
+  CUresult rc = driver->cuStreamBeginCapture(stream, kCaptureRelaxed);
+  if (rc != 0) {
+    error = "cuStreamBeginCapture: " + driver->describe(rc);
+    return false;
+  }
+  std::string launchError;
+  bool ok = enqueue(steps, launches, launchError);
+  void *rangeGraph = nullptr, *exec = nullptr;
+  rc = driver->cuStreamEndCapture(stream, &rangeGraph);
+  if (!ok || rc != 0) {
+    error = !ok ? "capturing launches " + std::to_string(first) + ":" +
+                      std::to_string(last) + ": " + launchError
+                : "cuStreamEndCapture: " + driver->describe(rc);
+    if (rangeGraph)
+      driver->cuGraphDestroy(rangeGraph);
+    return false;
+  }
+  rc = driver->cuGraphInstantiateWithFlags(&exec, rangeGraph, 0);
+  void *start = nullptr, *stop = nullptr;
+  if (rc == 0)
+    rc = driver->cuEventCreate(&start, 0);
+  if (rc == 0)
+    rc = driver->cuEventCreate(&stop, 0);
+  std::vector<double> perCopy;
+  // One replay to warm up, then the timed ones.
+  for (int r = 0; r <= reps && rc == 0; ++r) {
+    rc = driver->cuEventRecord(start, stream);
+    if (rc == 0)
+      rc = driver->cuGraphLaunch(exec, stream);
+    if (rc == 0)
+      rc = driver->cuEventRecord(stop, stream);
+    if (rc == 0)
+      rc = driver->cuEventSynchronize(stop);
+    float ms = 0;
+    if (rc == 0)
+      rc = driver->cuEventElapsedTime(&ms, start, stop);
+    if (rc == 0 && r > 0)
+      perCopy.push_back(ms * 1000.0 / kCopies);
+  }
+  if (start)
+    driver->cuEventDestroy(start);
+  if (stop)
+    driver->cuEventDestroy(stop);
+  if (exec)
+    driver->cuGraphExecDestroy(exec);
+  driver->cuGraphDestroy(rangeGraph);
+  if (rc != 0) {
+    error = "timing launches " + std::to_string(first) + ":" +
+            std::to_string(last) + " in a CUDA graph: " + driver->describe(rc);
+    return false;
+  }
+  std::sort(perCopy.begin(), perCopy.end());
+  us = perCopy[perCopy.size() / 2];
+  return true;
+}
+
 bool CudaModel::launchGraph(std::string &error) {
   // Every kernel reads the step's sizes from device memory and launches
   // with the same grid, so one captured step serves every step.

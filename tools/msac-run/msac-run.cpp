@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -439,6 +440,8 @@ struct DecodeBenchOptions {
   int64_t prefillChunk = 0; ///< tokens per sequence per step; 0 = decode
   bool dummyWeights = false, json = false, noGraphs = false;
   std::string device = "cuda", dumpDir;
+  /// --graph-range FIRST:LAST (launch indices, LAST exclusive).
+  std::vector<std::string> graphRanges;
 };
 
 double median(std::vector<double> v) {
@@ -545,6 +548,31 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
     return fail("--prefill-chunk " + std::to_string(perSequence) +
                 " exceeds --context " + std::to_string(d.context) +
                 "; the chunk ends at the last position of the context");
+  std::vector<std::pair<size_t, size_t>> graphRanges;
+  for (const std::string &r : d.graphRanges) {
+    size_t colon = r.find(':');
+    char *end = nullptr;
+    unsigned long long first = 0, last = 0;
+    bool ok = colon != std::string::npos && colon > 0 &&
+              std::isdigit(static_cast<unsigned char>(r[0])) &&
+              colon + 1 < r.size() &&
+              std::isdigit(static_cast<unsigned char>(r[colon + 1]));
+    if (ok) {
+      first = std::strtoull(r.c_str(), &end, 10);
+      ok = end == r.c_str() + colon;
+    }
+    if (ok) {
+      last = std::strtoull(r.c_str() + colon + 1, &end, 10);
+      ok = *end == '\0' && first < last;
+    }
+    if (!ok)
+      return fail("--graph-range '" + r +
+                  "': expected FIRST:LAST launch indices with FIRST < LAST "
+                  "(LAST exclusive; --json lists the launches in order)");
+    if (d.device != "cuda")
+      return fail("--graph-range times CUDA graphs; use --device cuda");
+    graphRanges.emplace_back(first, last);
+  }
   const int64_t tokens = d.batch * perSequence;
   if (tokens > 65536)
     return fail("--batch x --prefill-chunk = " + std::to_string(tokens) +
@@ -619,6 +647,17 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
                         {"op", schedule[l].op},
                         {"median_us", us}});
   }
+  // Launch ranges timed inside a CUDA graph (Executor::timeRangeInGraph).
+  nlohmann::ordered_json ranges = nlohmann::ordered_json::array();
+  for (const auto &[first, last] : graphRanges) {
+    double us = 0;
+    std::string error;
+    if (!executor->timeRangeInGraph(first, last, static_cast<int>(d.steps), us,
+                                    error))
+      return fail("--graph-range " + std::to_string(first) + ":" +
+                  std::to_string(last) + ": " + error);
+    ranges.push_back({{"first", first}, {"last", last}, {"median_us", us}});
+  }
   const double stepUs = median(stepMs) * 1000.0;
   if (d.json) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::object();
@@ -635,7 +674,8 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
                                         {"step_median_us", stepUs},
                                         {"kernels_median_us", kernelsUs},
                                         {"ops", ops},
-                                        {"launches", launches}}
+                                        {"launches", launches},
+                                        {"graph_ranges", ranges}}
                      .dump(1)
               << "\n";
     return 0;
@@ -657,6 +697,11 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
   for (const auto &[op, v] : byOp)
     std::printf("| %s | %lld | %.1f |\n", op.c_str(),
                 static_cast<long long>(v.first), v.second);
+  for (const auto &r : ranges)
+    std::printf("\nlaunches %llu:%llu in a CUDA graph: %.1f us\n",
+                r["first"].get<unsigned long long>(),
+                r["last"].get<unsigned long long>(),
+                r["median_us"].get<double>());
   return 0;
 }
 
@@ -759,6 +804,13 @@ int main(int argc, char **argv) {
       ->check(CLI::ExistingDirectory);
   decodeCmd->add_flag("--no-cuda-graphs", d.noGraphs,
                       "Launch kernel by kernel instead of one graph per step");
+  decodeCmd
+      ->add_option("--graph-range", d.graphRanges,
+                   "Also time launches FIRST:LAST (indices in the step, LAST "
+                   "exclusive) captured in a CUDA graph, without the CPU "
+                   "cost of launching them one by one (--device cuda); "
+                   "repeatable")
+      ->delimiter(',');
   decodeCmd->add_flag("--json", d.json, "Print JSON");
   decodeCmd
       ->add_option("--device", d.device,

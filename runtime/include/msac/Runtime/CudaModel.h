@@ -37,6 +37,8 @@ public:
   const float *profileStep(const StepInput &input,
                            std::vector<double> &launchMs,
                            std::string &error) override;
+  bool timeRangeInGraph(size_t first, size_t last, int reps, double &us,
+                        std::string &error) override;
   /// The artifact target running (e.g. sm_90a) and the device name.
   const std::string &targetName() const { return target; }
   const std::string &deviceName() const { return device; }

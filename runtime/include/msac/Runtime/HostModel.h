@@ -102,6 +102,17 @@ public:
     error = "this executor cannot time launches";
     return nullptr;
   }
+  /// Times launches [first, last) of the step schedule as they run inside
+  /// a CUDA graph (no per-launch CPU cost between them): the range is
+  /// captured `copies` times in one graph, the graph replayed `reps` times
+  /// between two events; `us` is the median over replays of the time per
+  /// copy in microseconds. Call after a step with the same input (the
+  /// range reads that step's device inputs and sizes).
+  virtual bool timeRangeInGraph(size_t first, size_t last, int reps, double &us,
+                                std::string &error) {
+    error = "this executor cannot time launches in a CUDA graph";
+    return false;
+  }
 
   /// The error for running `artifact`, compiled with --strip-weights,
   /// without synthetic weights.
