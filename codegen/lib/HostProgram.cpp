@@ -590,9 +590,12 @@ void logitsKernel(KB &k, msa::LogitsOp op) {
 
 /// `bsq.dequantize` of a packed weight: buffers data, scales, [global],
 /// out (f32, logical shape). value = storage * scale [* global], FP32.
+/// `scalePerMatrix` (per-tensor formats) and `globalPerMatrix`: one scale
+/// per matrix of a stack ([E] for stacked experts) rather than one.
 void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
                       ArrayRef<int64_t> shape, Type dataType, Type scaleType,
-                      bool hasGlobal, bool invertGlobal) {
+                      bool hasGlobal, bool invertGlobal, bool scalePerMatrix,
+                      bool globalPerMatrix) {
   Value data = k.ptr(0), scales = k.ptr(1);
   Value global = hasGlobal ? k.ptr(2) : Value();
   Value out = k.ptr(hasGlobal ? 3 : 2);
@@ -625,7 +628,7 @@ void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
     }
     Value scaleIndex;
     if (block.empty()) {
-      scaleIndex = k.c(0);
+      scaleIndex = scalePerMatrix ? k.idiv(i, k.c(rows2 * cols)) : k.c(0);
     } else if (block.size() == 1) {
       scaleIndex = k.iadd(k.imul(k.idiv(i, k.c(cols)), k.c(cols / block[0])),
                           k.idiv(k.irem(i, k.c(cols)), k.c(block[0])));
@@ -649,9 +652,9 @@ void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
     Value v = k.mul(value, scale);
     if (hasGlobal) {
       // One global scale per matrix of a stack (or one for the tensor).
-      Value g = k.loadF(
-          global, shape.size() > 2 ? k.idiv(i, k.c(rows2 * cols)) : k.c(0),
-          k.f32);
+      Value g = k.loadF(global,
+                        globalPerMatrix ? k.idiv(i, k.c(rows2 * cols)) : k.c(0),
+                        k.f32);
       if (invertGlobal)
         g = k.div(k.cf(1.0), g);
       v = k.mul(v, g);
@@ -761,11 +764,18 @@ int64_t ProgramBuilder::dequantized(Value v) {
 
   Type dataType = cast<ShapedType>(p.data.getType()).getElementType();
   Type scaleType = cast<ShapedType>(p.scales.getType()).getElementType();
+  auto perMatrix = [&](Value scale) {
+    return scale && type.getRank() > 2 &&
+           cast<ShapedType>(scale.getType()).getNumElements() > 1;
+  };
+  const bool scalePerMatrix = q.getBlockShape().empty() && perMatrix(p.scales);
+  const bool globalPerMatrix = perMatrix(p.global);
   std::string key;
   {
     llvm::raw_string_ostream os(key);
     os << "dequantize" << type << dataType << scaleType << (p.global ? "g" : "")
-       << (p.invertGlobal ? "i" : "");
+       << (p.invertGlobal ? "i" : "") << (scalePerMatrix ? "s" : "")
+       << (globalPerMatrix ? "m" : "");
   }
   Launch launch;
   launch.op = "bsq.dequantize";
@@ -791,7 +801,8 @@ int64_t ProgramBuilder::dequantized(Value v) {
     KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
     k.entry = entry;
     dequantizeKernel(k, q, type.getShape(), dataType, scaleType,
-                     static_cast<bool>(p.global), p.invertGlobal);
+                     static_cast<bool>(p.global), p.invertGlobal,
+                     scalePerMatrix, globalPerMatrix);
     func::ReturnOp::create(body, loc);
   }
   program.init.push_back(launch);

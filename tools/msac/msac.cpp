@@ -9,8 +9,8 @@
 //   msac compile MODEL_DIR -o ARTIFACT [--target T,...] [...]
 //       Compiles the model to an artifact for msac-run.
 //   import and compile take --quantize-weights=RECIPE (nvfp4-experts, mxfp8,
-//   fp8): a bf16 checkpoint's projections are quantized on the way in, as
-//   a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights).
+//   fp8, fp8-tensor): a bf16 checkpoint's projections are quantized on the way
+//   in, as a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights).
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
 //                       [--max-seq-len N] [--memory SIZE] [--json]
 //       Parameters, weight bytes, KV/index-cache bytes per token, and how many
@@ -145,7 +145,8 @@ static cl::opt<std::string> quantizeWeights(
     cl::desc("Quantize a bf16/f16/f32 checkpoint's projection weights as a "
              "ModelOpt checkpoint stores them: nvfp4-experts (routed "
              "experts NVFP4, other projections MXFP8; M3.1-Flash), mxfp8, "
-             "fp8 (block FP8, 128 x 128 tiles). Embedding, norms, router "
+             "fp8 (block FP8, 128 x 128 tiles), fp8-tensor (per-tensor "
+             "FP8). Embedding, norms, router "
              "and LM head stay as stored"),
     cl::value_desc("recipe"), cl::init(""), cl::sub(importCommand),
     cl::sub(compileCommand), cl::cat(msacCategory));

@@ -26,6 +26,8 @@ msac::ckpt::parseWeightRecipe(std::string_view name) {
     return WeightRecipe::MXFP8;
   if (name == "fp8")
     return WeightRecipe::FP8;
+  if (name == "fp8-tensor")
+    return WeightRecipe::FP8Tensor;
   return std::nullopt;
 }
 
@@ -37,12 +39,14 @@ const char *msac::ckpt::weightRecipeName(WeightRecipe recipe) {
     return "mxfp8";
   case WeightRecipe::FP8:
     return "fp8";
+  case WeightRecipe::FP8Tensor:
+    return "fp8-tensor";
   }
   return "?";
 }
 
 const char *msac::ckpt::weightRecipeList() {
-  return "nvfp4-experts, mxfp8, fp8";
+  return "nvfp4-experts, mxfp8, fp8, fp8-tensor";
 }
 
 WeightFormat msac::ckpt::recipeFormat(WeightRecipe recipe,
@@ -60,6 +64,8 @@ WeightFormat msac::ckpt::recipeFormat(WeightRecipe recipe,
     return WeightFormat::MXFP8;
   case WeightRecipe::FP8:
     return WeightFormat::FP8Block;
+  case WeightRecipe::FP8Tensor:
+    return WeightFormat::FP8Tensor;
   }
   return WeightFormat::Float;
 }
@@ -296,6 +302,10 @@ bool msac::ckpt::quantizeCheckpointWeights(ModelConfig &config,
       writer.add(job.module + ".weight_scale", DType::U8,
                  {n, k / numerics::kMXBlockSize});
       break;
+    case WeightFormat::FP8Tensor:
+      writer.add(job.module + ".weight", DType::F8_E4M3, {n, k});
+      writer.add(job.module + ".weight_scale", DType::F32, {});
+      break;
     default: {
       const int64_t tile = numerics::kFP8BlockSize;
       writer.add(job.module + ".weight", DType::F8_E4M3, {n, k});
@@ -356,8 +366,10 @@ bool msac::ckpt::quantizeCheckpointWeights(ModelConfig &config,
                                            numerics::kFP8BlockSize};
   } else {
     config.quantization.method = QuantMethod::ModelOpt;
-    config.quantization.algorithm =
-        recipe == WeightRecipe::NVFP4Experts ? "MIXED_PRECISION" : "MXFP8";
+    config.quantization.algorithm = recipe == WeightRecipe::NVFP4Experts
+                                        ? "MIXED_PRECISION"
+                                    : recipe == WeightRecipe::MXFP8 ? "MXFP8"
+                                                                    : "FP8";
   }
   config.quantization.source = "msac " + flag;
   return true;

@@ -162,6 +162,12 @@ Value Importer::weight(const ResolvedWeight &w, int64_t stack) {
 
   Value data = read(w.data, w.dataShape, elementOf(w.dtype));
   Value scales = read(w.scale, w.scaleShape, elementOf(w.scaleDType));
+  if (w.format == WeightFormat::FP8Tensor && stack && !w.scaleShape.empty()) {
+    // Per-expert scales stored as [1]: one scale per matrix of the stack.
+    scales = tensor::CollapseShapeOp::create(
+        b, loc, tensorOf({stack}, elementOf(w.scaleDType)), scales,
+        SmallVector<ReassociationIndices>{{0, 1}});
+  }
   Value global;
   if (!w.globalScale.empty()) {
     // Stored as [] (ModelOpt) or [1] (compressed-tensors); pack takes []

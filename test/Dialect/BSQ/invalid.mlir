@@ -94,6 +94,14 @@ func.func @pack_per_tensor_shape(%d: tensor<4x64xf8E4M3FN>, %s: tensor<4xf32>) {
 
 // -----
 
+func.func @pack_per_tensor_stack_shape(%d: tensor<3x4x64xf8E4M3FN>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{per-tensor scale must have shape [], 1 or the matrix stack shape 3, got 4}}
+  %q = bsq.pack %d, %s : tensor<3x4x64xf8E4M3FN>, tensor<4xf32> -> tensor<3x4x64x!bsq.fp8<f8E4M3FN>>
+  return
+}
+
+// -----
+
 func.func @pack_scale_shape(%d: tensor<4x16xui8>, %s: tensor<4x4xf8E4M3FN>) {
   // expected-error @+1 {{scale shape 4x4 does not match the expected 4x2 for logical shape 4x32 of '!bsq.nvfp4'}}
   %q = bsq.pack %d, %s : tensor<4x16xui8>, tensor<4x4xf8E4M3FN> -> tensor<4x32x!bsq.nvfp4>

@@ -54,6 +54,14 @@ func.func @pack_stacked_experts(%d: tensor<128x3072x3072xui8>, %s: tensor<128x30
   return
 }
 
+// Stacked per-tensor FP8 experts keep one scale per expert.
+// CHECK-LABEL: func.func @pack_stacked_per_tensor_fp8
+// CHECK: bsq.pack %{{.*}}, %{{.*}} : tensor<8x256x128xf8E4M3FN>, tensor<8xf32> -> tensor<8x256x128x!bsq.fp8<f8E4M3FN>>
+func.func @pack_stacked_per_tensor_fp8(%d: tensor<8x256x128xf8E4M3FN>, %s: tensor<8xf32>) {
+  %w = bsq.pack %d, %s : tensor<8x256x128xf8E4M3FN>, tensor<8xf32> -> tensor<8x256x128x!bsq.fp8<f8E4M3FN>>
+  return
+}
+
 // CHECK-LABEL: func.func @quantize_dequantize
 func.func @quantize_dequantize(%x: tensor<?x128xbf16>, %g: tensor<f32>) {
   // CHECK: bsq.quantize %{{.*}} : tensor<?x128xbf16> -> tensor<?x128x!bsq.nvfp4>

@@ -39,8 +39,7 @@ static LogicalResult verifyBlocking(Operation *op, QuantizedTypeInterface qt,
 
 /// A global scale is present exactly when the type has one, and is either a
 /// scalar or one value per matrix of the stack `shape[0 .. rank-2)`.
-static LogicalResult verifyGlobalScale(Operation *op,
-                                       QuantizedTypeInterface qt,
+static LogicalResult verifyGlobalScale(Operation *op, QuantizedTypeInterface qt,
                                        Value globalScale,
                                        ArrayRef<int64_t> shape) {
   if (qt.hasGlobalScale() && !globalScale)
@@ -81,8 +80,7 @@ LogicalResult PackOp::verify() {
   } else if (isByteType(dataElement)) {
     expectedData = *getPackedByteShape(qt, shape);
   } else {
-    return emitOpError() << "data element type must be "
-                         << qt.getStorageType()
+    return emitOpError() << "data element type must be " << qt.getStorageType()
                          << " or an 8-bit integer holding raw bytes, got "
                          << dataElement;
   }
@@ -102,14 +100,24 @@ LogicalResult PackOp::verify() {
                          << (byteScalesAllowed ? " or an 8-bit integer" : "")
                          << ", got " << scaleElement;
   if (qt.getBlockShape().empty()) {
+    // One scale for the tensor, or one per matrix of a stack ([E] for
+    // stacked experts, each stored with its own per-tensor scale).
     ArrayRef<int64_t> s = scaleType.getShape();
-    if (!(s.empty() || (s.size() == 1 && !extentsConflict(s[0], 1))))
-      return emitOpError() << "per-tensor scale must have shape [] or 1, got "
-                           << formatShape(s);
+    ArrayRef<int64_t> stack =
+        shape.size() > 2 ? shape.drop_back(2) : ArrayRef<int64_t>();
+    if (!(s.empty() || (s.size() == 1 && !extentsConflict(s[0], 1)) ||
+          (!stack.empty() && shapesCompatible(s, stack))))
+      return emitOpError() << "per-tensor scale must have shape "
+                           << (stack.empty() ? std::string("[] or 1")
+                                             : "[], 1 or the matrix stack "
+                                               "shape " +
+                                                   formatShape(stack))
+                           << ", got " << formatShape(s);
   } else {
     SmallVector<int64_t> expectedScales = *getScaleShape(qt, shape);
     if (!shapesCompatible(scaleType.getShape(), expectedScales))
-      return emitOpError() << "scale shape " << formatShape(scaleType.getShape())
+      return emitOpError() << "scale shape "
+                           << formatShape(scaleType.getShape())
                            << " does not match the expected "
                            << formatShape(expectedScales)
                            << " for logical shape " << formatShape(shape)
@@ -165,8 +173,8 @@ LogicalResult ScaledMatmulOp::verify() {
   if (!lhsQ && !rhsQ)
     return emitOpError() << "needs at least one quantized operand; use "
                             "msa.linear for two floating-point operands";
-  for (auto [name, type, q] : {std::tuple{"lhs", lhsType, lhsQ},
-                               std::tuple{"rhs", rhsType, rhsQ}}) {
+  for (auto [name, type, q] :
+       {std::tuple{"lhs", lhsType, lhsQ}, std::tuple{"rhs", rhsType, rhsQ}}) {
     if (!q && !isa<FloatType>(type.getElementType()))
       return emitOpError() << name << " element type must be a float or a "
                            << "quantized type, got " << type.getElementType();
@@ -185,8 +193,8 @@ LogicalResult ScaledMatmulOp::verify() {
   if (lhsQ && rhsQ) {
     SmallVector<int64_t> lb = lhsQ.getBlockShape(), rb = rhsQ.getBlockShape();
     if (lb.size() == 1 && rb.size() == 1 && lb[0] != rb[0])
-      return emitOpError() << "K block sizes differ: " << lb[0] << " ("
-                           << lhsQ << ") vs " << rb[0] << " (" << rhsQ << ")";
+      return emitOpError() << "K block sizes differ: " << lb[0] << " (" << lhsQ
+                           << ") vs " << rb[0] << " (" << rhsQ << ")";
   }
   return success();
 }

@@ -20,8 +20,10 @@
 // - fp8: every projection block FP8: E4M3 with one FP32 scale per 128 x 128
 //   tile (`weight_scale_inv`, `quant_method: fp8`, weight_block_size
 //   [128, 128]; the DeepSeek-V3 / MiniMax form the import path reads as
-//   `fp8-block`). Per-tensor FP8 is not used: the importer cannot stack the
-//   routed experts' per-tensor scales (bsq.pack takes one scale).
+//   `fp8-block`).
+// - fp8-tensor: every projection per-tensor FP8 (ModelOpt `FP8`: one F32
+//   `weight_scale` = amax / 448 per projection, `quant_algo: FP8`); the
+//   routed experts' scales stack to one per expert.
 // In every recipe the embedding, the norms, the router gate and its bias,
 // and the LM head keep their stored dtype: ModelOpt's default
 // configurations quantize only linear layers and exclude `lm_head` and the
@@ -42,7 +44,7 @@
 
 namespace msac::ckpt {
 
-enum class WeightRecipe { NVFP4Experts, MXFP8, FP8 };
+enum class WeightRecipe { NVFP4Experts, MXFP8, FP8, FP8Tensor };
 
 /// The recipe called `name` (`nvfp4-experts`, `mxfp8`, `fp8`), or nullopt.
 std::optional<WeightRecipe> parseWeightRecipe(std::string_view name);

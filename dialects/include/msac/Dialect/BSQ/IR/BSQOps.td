@@ -33,7 +33,9 @@ def BSQ_PackOp : BSQ_Op<"pack", [Pure]> {
       8-bit scale types). For 1-D blocks of size `b` its shape is
       `[d0, ..., dn / b]` (`dn` must be a multiple of `b`); for 2-D blocks
       `[bm, bn]` it is `[d0, ..., ceil(dn-1 / bm), ceil(dn / bn)]`; for a
-      per-tensor scale it is `tensor<f32>` or `tensor<1xf32>`.
+      per-tensor scale it is `tensor<f32>` or `tensor<1xf32>`, or one scale
+      per matrix of a stack, `[d0, ..., dn-2]` (stacked routed experts of a
+      per-tensor FP8 checkpoint, each expert keeping its own scale).
     * `global_scale`: FP32, present exactly when the type has a global
       scale (`!bsq.nvfp4<global_scale>`), used as a multiplier. Either a
       scalar for the whole tensor, or one value per matrix of a stack of

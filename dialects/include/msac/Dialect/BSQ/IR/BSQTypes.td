@@ -63,7 +63,8 @@ def BSQ_FP8Type : BSQ_Type<"FP8", "fp8"> {
   let summary = "FP8 with an FP32 scale per tensor or per 2-D block";
   let description = [{
     FP8 values (`f8E4M3FN` or `f8E5M2`) with FP32 scales. Without `block`
-    one scale covers the whole tensor; with `block = [bm, bn]` each tile of
+    one scale covers the whole tensor (or, for a stack of matrices packed
+    with a scale per matrix, each matrix); with `block = [bm, bn]` each tile of
     `bm x bn` elements of the last two dimensions has its own scale (the
     DeepSeek-V3-style block-FP8 weights, `weight_scale_inv` of shape
     `[ceil(N/bm), ceil(K/bn)]`). A 1-D `block = [b]` scales runs of `b`
