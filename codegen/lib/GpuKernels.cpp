@@ -12,6 +12,8 @@
 #include "GpuKernels.h"
 #include "WgmmaLayout.h"
 
+#include "msac/Codegen/HostProgram.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -109,6 +111,34 @@ public:
         LLVM::Linkage::Internal, sym, Attribute(), alignment,
         /*addrSpace=*/3);
     return LLVM::AddressOfOp::create(k.b, k.loc, global);
+  }
+
+  /// The kernel's dynamic shared memory (HostProgram.h:
+  /// kGpuDynamicSharedSymbol, aligned to 1024 bytes), as a pointer in the
+  /// shared address space (3); its size is the one declareLaunch gives.
+  Value dynamicShared() {
+    auto global = globals.lookupSymbol<LLVM::GlobalOp>(kGpuDynamicSharedSymbol);
+    if (!global) {
+      OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
+      global = LLVM::GlobalOp::create(
+          gb, k.loc, LLVM::LLVMArrayType::get(k.b.getI8Type(), 0),
+          /*isConstant=*/false, LLVM::Linkage::External,
+          kGpuDynamicSharedSymbol, Attribute(),
+          /*alignment=*/1024, /*addrSpace=*/3);
+    }
+    return LLVM::AddressOfOp::create(k.b, k.loc, global);
+  }
+  /// Declares the kernel's own launch shape: `block` threads per CTA,
+  /// `dynamicSharedBytes` bytes of dynamic shared memory, `ctasPerSM` CTAs
+  /// per multiprocessor (the grid; registers are capped so that they fit).
+  /// The manifest records the shape and the runtime launches with it.
+  void declareLaunch(int64_t block, int64_t dynamicSharedBytes,
+                     int64_t ctasPerSM) {
+    Operation *fn = k.entry->getParentOp();
+    fn->setAttr(kGpuBlockAttr, k.b.getI64IntegerAttr(block));
+    fn->setAttr(kGpuDynamicSharedAttr,
+                k.b.getI64IntegerAttr(dynamicSharedBytes));
+    fn->setAttr(kGpuCtasPerSMAttr, k.b.getI64IntegerAttr(ctasPerSM));
   }
 
   /// A constant FP32 table in global memory, as a generic pointer.

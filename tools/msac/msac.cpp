@@ -504,9 +504,10 @@ int runCompile() {
                "compiling " + Twine(program->kernelNames.size()) +
                    " kernels for " + gpu->name);
       std::string cubin;
+      std::vector<KernelGeometry> geometry;
       std::string error = emitNvidiaBinary(
           *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
-          gpu->name.str(), cudaToolkit, false, cubin, ptxasFmad);
+          gpu->name.str(), cudaToolkit, false, cubin, ptxasFmad, &geometry);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;
@@ -519,7 +520,7 @@ int runCompile() {
       out << cubin;
       written.push_back({gpu->name.str(), file,
                          gpu->multiprocessors * kGpuCtasPerSM,
-                         gpu->threadsPerBlock});
+                         gpu->threadsPerBlock, std::move(geometry)});
     }
     if (!host) {
       progress(5, steps,
@@ -561,7 +562,7 @@ int runCompile() {
                          : "writing weights and manifest to ") +
                outputFile);
   written.insert(written.begin(),
-                 {"host-x86_64", "kernels/host-x86_64.so", 0, 0});
+                 {"host-x86_64", "kernels/host-x86_64.so", 0, 0, {}});
   error = writeArtifact(staging, *program, written, *model->config,
                         *model->checkpoint, compileDir, stripWeights);
   if (!error.empty()) {
