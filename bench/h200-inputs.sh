@@ -4,7 +4,9 @@
 # the tiny bf16 and NVFP4/MXFP8 checkpoints with their host+sm_90a artifacts,
 # a small model with heads of 128 channels (test/Codegen/Inputs/head128-config.json),
 # and the weight-stripped real-shape M3 artifact (1 dense + 1 MSA/MoE layer),
-# unfused (m3.msa) and with --fuse-attention-prologue (m3f.msa).
+# unfused (m3.msa) and with --fuse-attention-prologue (m3f.msa); the same
+# three with --wgmma-wide-tiles (tinyw.msa, m3w.msa, m3fw.msa: two-warpgroup
+# tile GEMMs, h200-checks.sh parts wide and gemm).
 # Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +15,8 @@ BIN=$(cd "${2:-$ROOT/build}" && pwd)/bin
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$DIR"
 cd "$DIR"
-rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa
+rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa \
+  tinyw.msa m3w.msa m3fw.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
 "$BIN/msac-synth" tiny
 "$BIN/msac-synth" nv --format nvfp4
@@ -30,5 +33,11 @@ done
 "$BIN/msac" compile m3 -o m3.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
 "$BIN/msac" compile m3 -o m3f.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
   --fuse-attention-prologue
+"$BIN/msac" compile tiny -o tinyw.msa --target host,sm_90a --cuda-toolkit "$CUDA" \
+  --wgmma-wide-tiles
+"$BIN/msac" compile m3 -o m3w.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+  --wgmma-wide-tiles
+"$BIN/msac" compile m3 -o m3fw.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+  --fuse-attention-prologue --wgmma-wide-tiles
 rm -rf m3
 du -sh .

@@ -90,6 +90,14 @@ static cl::list<std::string> genericGpuOps(
              "of their host kernels instead of their GPU kernels (debugging)"),
     cl::CommaSeparated, cl::Hidden, cl::sub(compileCommand),
     cl::cat(msacCategory));
+static cl::opt<bool> wideTiles(
+    "wgmma-wide-tiles",
+    cl::desc("sm_90a: run the tile GEMMs of msa.linear, the LM head and the "
+             "fused attention prologue on CTAs of two warpgroups sharing the "
+             "weight tile (128-token tiles, dynamic shared memory); "
+             "experimental"),
+    cl::init(false), cl::Hidden, cl::sub(compileCommand),
+    cl::cat(msacCategory));
 static cl::opt<bool> stripWeights(
     "strip-weights",
     cl::desc("Leave the weights out of the artifact (weights.bin is not "
@@ -471,9 +479,10 @@ int runCompile() {
     if (failed(pm.run(*module)))
       return 3;
   }
-  mlir::FailureOr<HostProgram> program =
-      buildHostProgram(*module, std::vector<std::string>(genericGpuOps.begin(),
-                                                         genericGpuOps.end()));
+  mlir::FailureOr<HostProgram> program = buildHostProgram(
+      *module,
+      std::vector<std::string>(genericGpuOps.begin(), genericGpuOps.end()),
+      wideTiles);
   if (failed(program))
     return 1;
   if (emit == EmitStage::Kernels)

@@ -113,9 +113,13 @@ struct HostProgram {
 /// does not implement yet. Ops named in `genericGpuOps` (e.g.
 /// "msa.moe_experts") get no GPU-specific kernel: on a GPU they run as
 /// grid-stride loops of their host bodies (for bisecting GPU kernels).
+/// With `wideTiles` the wgmma bodies of msa.linear, msa.logits and the
+/// fused attention prologue use two warpgroups per CTA (GpuKernels.cpp,
+/// WgmmaLayout.h: the wide tile; opt-in until measured on the H200).
 mlir::FailureOr<HostProgram>
 buildHostProgram(mlir::ModuleOp module,
-                 const std::vector<std::string> &genericGpuOps = {});
+                 const std::vector<std::string> &genericGpuOps = {},
+                 bool wideTiles = false);
 
 /// Lowers a kernel module to the LLVM dialect (scf -> cf, arith, math,
 /// func -> llvm).
