@@ -123,9 +123,9 @@ public:
   }
 
   /// The kernel's dynamic shared memory (HostProgram.h:
-  /// kGpuDynamicSharedSymbol, aligned to 128 bytes, as the static tile rings),
-  /// as a pointer in the shared address space (3); its size is the one
-  /// declareLaunch gives.
+  /// kGpuDynamicSharedSymbol, aligned to 128 bytes like the static tile
+  /// rings), as a pointer in the shared address space (3); its size is the
+  /// one declareLaunch gives.
   Value dynamicShared() {
     auto global = globals.lookupSymbol<LLVM::GlobalOp>(kGpuDynamicSharedSymbol);
     if (!global) {
@@ -1964,13 +1964,15 @@ std::unique_ptr<GK> warpgroupView(GK &g) {
   return view;
 }
 
-/// The tile GEMM of a wide-tile kernel (g's CTA: wgmma::kWideThreads
-/// threads, wgmma::kWideSharedBytes of dynamic shared memory, declared
-/// here) for a step of T tokens and `items(tileM)` work items of tileM
-/// tokens: the wide tile (wide(ring, warpgroups, stages)) when its items
-/// fill the grid, else from `minTokens` tokens each warpgroup on its own
-/// kTileM tiles (narrow(view, ring, 1, kStages) with its half of the
-/// dynamic shared memory), else `small()` on g.
+/// The body of a wide-tile kernel (g's CTA: wgmma::kWideThreads threads,
+/// wgmma::kWideSharedBytes of dynamic shared memory and
+/// wgmma::kWideCtasPerSM CTAs per SM, declared here) for a step of T
+/// tokens, whose tile GEMM has `items(tileM)` work items of tileM tokens:
+/// when the kWideTileM-token items fill the grid (and T >= minTokens),
+/// tile(g, dynamic shared memory, kWideWarpgroups, kWideStages); else from
+/// `minTokens` tokens each warpgroup on its own kTileM-token items,
+/// tile(warpgroupView(g), its kRingBytes half, 1, kStages); else small()
+/// on g's 256 threads.
 void wideTileSwitch(
     GK &g, Value T, int64_t minTokens,
     const std::function<Value(int64_t)> &items,
