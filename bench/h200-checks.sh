@@ -26,9 +26,10 @@
 #          wide       the --wgmma-wide-tiles artifacts: tinyw.msa against the
 #                     reference; m3w.msa's launches and layers against
 #                     PyTorch at decode 1 and 64 and prefill 2 x 256 and
-#                     2 x 2,048 (the two-warpgroup tile, the per-warpgroup
-#                     tiles and the 256-thread warp path all run); m3fw.msa's
-#                     layers at decode 64 and the two prefill chunks
+#                     2 x 2,048 (the 256-thread warp path, the per-warpgroup
+#                     64-token tiles at 64 tokens, the two-warpgroup tile in
+#                     prefill); m3fw.msa's layers at decode 64 and the two
+#                     prefill chunks
 #          gemm       bench/gemm_bench.py: every linear's and the fused
 #                     prologue's time and TFLOP/s, one-warpgroup against
 #                     wide tiles, at 64-4,096 tokens

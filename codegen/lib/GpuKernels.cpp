@@ -1964,18 +1964,24 @@ std::unique_ptr<GK> warpgroupView(GK &g) {
   return view;
 }
 
+/// Fewest tokens of a step for which a wide-tile kernel takes the wide
+/// tile: more than one kTileM tile, so that at most the last tile is part
+/// padding. The wide tile needs as many item rounds as kTileM tiles on
+/// the two warpgroups of the same 2 CTAs per SM (a round of 128-token
+/// items on the grid's CTAs, or of 64-token items on its warpgroups), and
+/// reads the weights half as often.
+constexpr int64_t kWideTileMinTokens = kTileM + 1;
+
 /// The body of a wide-tile kernel (g's CTA: wgmma::kWideThreads threads,
 /// wgmma::kWideSharedBytes of dynamic shared memory and
 /// wgmma::kWideCtasPerSM CTAs per SM, declared here) for a step of T
-/// tokens, whose tile GEMM has `items(tileM)` work items of tileM tokens:
-/// when the kWideTileM-token items fill the grid (and T >= minTokens),
-/// tile(g, dynamic shared memory, kWideWarpgroups, kWideStages); else from
-/// `minTokens` tokens each warpgroup on its own kTileM-token items,
-/// tile(warpgroupView(g), its kRingBytes half, 1, kStages); else small()
-/// on g's 256 threads.
+/// tokens whose tile GEMM runs from `minTokens` tokens: from
+/// max(minTokens, kWideTileMinTokens) tokens tile(g, the dynamic shared
+/// memory, kWideWarpgroups, kWideStages); else from `minTokens` tokens
+/// each warpgroup on its own kTileM-token items, tile(warpgroupView(g),
+/// its kRingBytes half, 1, kStages); else small() on g's 256 threads.
 void wideTileSwitch(
     GK &g, Value T, int64_t minTokens,
-    const std::function<Value(int64_t)> &items,
     const std::function<void(GK &, Value, int64_t, int64_t)> &tile,
     const std::function<void()> &small) {
   KB &k = g.k;
@@ -1983,9 +1989,10 @@ void wideTileSwitch(
                   wgmma::kWideCtasPerSM);
   Value smem = g.dynamicShared();
   Value tiled = k.icmp(CmpI::sge, T, k.c(minTokens));
-  Value fills = k.icmp(CmpI::sge, items(wgmma::kWideTileM), g.numCtas);
+  Value wide =
+      k.icmp(CmpI::sge, T, k.c(std::max(minTokens, kWideTileMinTokens)));
   g.ifElse(
-      g.andI(tiled, fills), {},
+      wide, {},
       [&]() -> SmallVector<Value> {
         tile(g, smem, wgmma::kWideWarpgroups, wgmma::kWideStages);
         return {};
@@ -2933,10 +2940,6 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         if (wide) {
           wideTileSwitch(
               g, rows, linearTileMinTokens(n),
-              [&](int64_t tileM) {
-                return k.imul(k.idiv(k.iadd(rows, k.c(tileM - 1)), k.c(tileM)),
-                              k.c(n / kTileN));
-              },
               [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
                 linearTileKernel(tg, o, rows, ring, warpgroups, stages);
               },
@@ -2985,10 +2988,6 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         if (wide) {
           wideTileSwitch(
               g, T, prologueTileMinTokens(s),
-              [&](int64_t tileM) {
-                return k.imul(k.idiv(k.iadd(T, k.c(tileM - 1)), k.c(tileM)),
-                              k.c(s.totalHeads));
-              },
               [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
                 prologueTileKernel(tg, s, T, ring, warpgroups, stages);
               },

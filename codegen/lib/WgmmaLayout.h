@@ -41,8 +41,8 @@ constexpr int64_t kThreads = 128;
 /// fewer. Its ring has kWideStages stages of kWideStageBytes in dynamic
 /// shared memory (kWideSharedBytes), which also holds the kStages rings of
 /// kTileM x kTileN tiles of both warpgroups working as independent
-/// workers (steps with too few wide tiles to fill the GPU), so two CTAs
-/// per SM keep the occupancy of four one-warpgroup CTAs.
+/// workers (steps of at most kTileM tokens), so two CTAs per SM keep the
+/// occupancy of four one-warpgroup CTAs.
 constexpr int64_t kWideWarpgroups = 2;
 constexpr int64_t kWideThreads = kWideWarpgroups * 128;
 constexpr int64_t kWideTileM = kWideWarpgroups * 64;
