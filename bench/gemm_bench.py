@@ -70,7 +70,7 @@ def main():
     p.add_argument("--wide", required=True)
     p.add_argument("--base-fused")
     p.add_argument("--wide-fused")
-    p.add_argument("--tokens", default="64,512,1024,4096")
+    p.add_argument("--tokens", default="64,128,512,2048,4096")
     p.add_argument("--context", type=int, default=8192)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--out")
