@@ -12,7 +12,7 @@ of the msa.attention_prologue launches (both parts). Stdout stays a short
 table; --out gets every number as JSON.
 
 Usage: gemm_bench.py --msac-run BIN --base A --wide B [--base-fused AF
-       --wide-fused BF] [--tokens 64,512,1024,4096] [--context 8192]
+       --wide-fused BF] [--tokens 64,128,512,2048,4096] [--context 8192]
        [--steps 5] [--out JSON]
 """
 import argparse
