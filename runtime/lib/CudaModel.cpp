@@ -166,8 +166,6 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
             m->target + "); recompile with --target " + m->target;
     return nullptr;
   }
-  m->grid = t->grid;
-  m->block = t->block;
   CUcontext ctx;
   MSAC_CUDA(driver->cuDevicePrimaryCtxRetain(&ctx, dev),
             "cuDevicePrimaryCtxRetain");

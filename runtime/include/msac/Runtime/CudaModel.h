@@ -83,7 +83,6 @@ private:
   std::vector<Launch> initLaunches, stepLaunches; // per schedule entry
   uint64_t scalars = 0;                           // device int64[3]
   void *stream = nullptr, *graph = nullptr, *graphExec = nullptr;
-  int64_t grid = 0, block = 0;
   uint64_t allocated = 0;
   std::vector<float> logits;
   std::vector<uint8_t> scratch;
