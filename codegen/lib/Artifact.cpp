@@ -162,8 +162,18 @@ std::string msac::writeArtifact(const std::string &dir,
                           {"kernels_file", t.kernelsFile},
                           {"abi", "void(void **buffers, const int64_t "
                                   "*scalars /* T, N, MB */)"}};
-           if (t.grid)
-             o["launch"] = json::Object{{"grid", t.grid}, {"block", t.block}};
+           if (t.grid) {
+             json::Array kernels;
+             for (const KernelGeometry &g : t.kernels)
+               kernels.push_back(json::Object{
+                   {"name", g.name},
+                   {"grid", g.grid},
+                   {"block", g.block},
+                   {"dynamic_shared_bytes", g.dynamicSharedBytes}});
+             o["launch"] = json::Object{{"grid", t.grid},
+                                        {"block", t.block},
+                                        {"kernels", std::move(kernels)}};
+           }
            list.push_back(std::move(o));
          }
          return list;

@@ -13,12 +13,15 @@
 #include "CacheDecode.h"
 #include "WgmmaLayout.h"
 
+#include "msac/Codegen/HostProgram.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CommandLine.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -91,8 +94,16 @@ public:
       v = k.add(v, shflXor(v, off));
     return v;
   }
-  /// CTA barrier.
-  void sync() { gpu::BarrierOp::create(k.b, k.loc); }
+  /// CTA barrier, or with `barrierId` set, the named barrier of this
+  /// thread's group of `threads` threads (warpgroupView).
+  void sync() {
+    if (!barrierId) {
+      gpu::BarrierOp::create(k.b, k.loc);
+      return;
+    }
+    NVVM::BarrierOp::create(k.b, k.loc, Type(), barrierId, ci32(threads),
+                            NVVM::BarrierReductionAttr(), Value());
+  }
   /// Orders this thread's global writes before its later ones, device-wide.
   void fence() { NVVM::MembarOp::create(k.b, k.loc, NVVM::MemScopeKind::GPU); }
 
@@ -111,6 +122,35 @@ public:
         LLVM::Linkage::Internal, sym, Attribute(), alignment,
         /*addrSpace=*/3);
     return LLVM::AddressOfOp::create(k.b, k.loc, global);
+  }
+
+  /// The kernel's dynamic shared memory (HostProgram.h:
+  /// kGpuDynamicSharedSymbol, aligned to 128 bytes like the static tile
+  /// rings), as a pointer in the shared address space (3); its size is the
+  /// one declareLaunch gives.
+  Value dynamicShared() {
+    auto global = globals.lookupSymbol<LLVM::GlobalOp>(kGpuDynamicSharedSymbol);
+    if (!global) {
+      OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
+      global = LLVM::GlobalOp::create(
+          gb, k.loc, LLVM::LLVMArrayType::get(k.b.getI8Type(), 0),
+          /*isConstant=*/false, LLVM::Linkage::External,
+          kGpuDynamicSharedSymbol, Attribute(),
+          /*alignment=*/128, /*addrSpace=*/3);
+    }
+    return LLVM::AddressOfOp::create(k.b, k.loc, global);
+  }
+  /// Declares the kernel's own launch shape: `block` threads per CTA,
+  /// `dynamicSharedBytes` bytes of dynamic shared memory, `ctasPerSM` CTAs
+  /// per multiprocessor (the grid; registers are capped so that they fit).
+  /// The manifest records the shape and the runtime launches with it.
+  void declareLaunch(int64_t block, int64_t dynamicSharedBytes,
+                     int64_t ctasPerSM) {
+    Operation *fn = k.entry->getParentOp();
+    fn->setAttr(kGpuBlockAttr, k.b.getI64IntegerAttr(block));
+    fn->setAttr(kGpuDynamicSharedAttr,
+                k.b.getI64IntegerAttr(dynamicSharedBytes));
+    fn->setAttr(kGpuCtasPerSMAttr, k.b.getI64IntegerAttr(ctasPerSM));
   }
 
   /// A constant FP32 table in global memory, as a generic pointer.
@@ -315,6 +355,8 @@ public:
   int64_t threads, warps;
   int sharedArrays = 0;
   Value tid, ctaId, numCtas, lane, warp;
+  /// Named barrier of a warpgroupView's warpgroup (i32), null for the CTA.
+  Value barrierId;
 };
 
 /// `for (i = global thread; i < count; i += all threads) body(i)`.
@@ -1910,15 +1952,41 @@ struct TileRows {
 /// staged by cp.async in a kStages-deep ring of shared memory.
 class TileGemm {
 public:
-  TileGemm(GK &g, int64_t kk) : g(g), k(g.k), kk(kk) {
+  /// One warpgroup (g's CTA) per kTileM x kTileN tile, its ring in a
+  /// static shared array.
+  TileGemm(GK &g, int64_t kk)
+      : g(g), k(g.k), kk(kk), warpgroups(1), stages(kStages) {
     MLIRContext *ctx = k.b.getContext();
     globalT = LLVM::LLVMPointerType::get(ctx, 1);
     sharedT = LLVM::LLVMPointerType::get(ctx, 3);
-    smem = g.sharedSpace(k.b.getI8Type(), kStages * kStageBytes, 128);
+    smem = g.sharedSpace(k.b.getI8Type(), kStages * stageBytes(), 128);
     smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
     accT = LLVM::LLVMStructType::getLiteral(
         ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
   }
+  /// `warpgroups` warpgroups (all of g's CTA, or the one warpgroup of a
+  /// warpgroupView) per (64 warpgroups) x kTileN tile, its ring of
+  /// `ringStages` stages at `ring` (shared address space, e.g. in the
+  /// dynamic shared memory).
+  TileGemm(GK &g, int64_t kk, int64_t warpgroups, int64_t ringStages,
+           Value ring)
+      : g(g), k(g.k), kk(kk), warpgroups(warpgroups), stages(ringStages) {
+    assert(g.threads == warpgroups * wgmma::kThreads &&
+           "one warpgroup per 64-row strip");
+    MLIRContext *ctx = k.b.getContext();
+    globalT = LLVM::LLVMPointerType::get(ctx, 1);
+    sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+    smem = ring;
+    smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
+    accT = LLVM::LLVMStructType::getLiteral(
+        ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
+    // This warpgroup's strip of the A tile.
+    if (warpgroups > 1)
+      stripA = k.imul(k.idiv(g.tid, k.c(wgmma::kThreads)), k.c(kABytes));
+  }
+
+  /// Rows of A per tile.
+  int64_t tileM() const { return warpgroups * kTileM; }
 
   /// `p` (a generic pointer) in the global address space, for cp.async.
   Value global(Value p) {
@@ -1957,12 +2025,12 @@ public:
         copies.push_back(c);
       }
     };
-    plan(kTileM, 0, /*isA=*/true);
-    plan(kTileN, kABytes, /*isA=*/false);
+    plan(tileM(), 0, /*isA=*/true);
+    plan(kTileN, aBytes(), /*isA=*/false);
 
     // Copies chunk `chunk` into its stage as one cp.async group.
     auto issue = [&](Value chunk) {
-      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(kStageBytes));
+      Value base = k.imul(k.irem(chunk, k.c(stages)), k.c(stageBytes()));
       Value k0 = k.imul(chunk, k.c(kChunkK));
       for (const Copy &c : copies) {
         Value from =
@@ -1979,7 +2047,7 @@ public:
     };
     auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
 
-    for (int64_t s = 0; s + 1 < kStages; ++s) {
+    for (int64_t s = 0; s + 1 < stages; ++s) {
       if (s < chunks)
         issue(k.c(s));
       commit();
@@ -1992,21 +2060,22 @@ public:
       // the async proxy (wgmma reads shared memory through it), then wait
       // for every thread's. The barrier also ends the previous iteration's
       // reads of the stage refilled below.
-      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, kStages - 2);
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, stages - 2);
       NVVM::FenceProxyOp::create(
           k.b, k.loc, NVVM::ProxyKind::async_shared,
           NVVM::SharedSpaceAttr::get(k.b.getContext(),
                                      NVVM::SharedSpace::shared_cta));
       g.sync();
-      Value next = k.iadd(chunk, k.c(kStages - 1));
+      Value next = k.iadd(chunk, k.c(stages - 1));
       k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)), [&] { issue(next); });
       commit();
-      Value base = k.imul(k.irem(chunk, k.c(kStages)), k.c(kStageBytes));
+      Value base = k.imul(k.irem(chunk, k.c(stages)), k.c(stageBytes()));
       NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
       for (int64_t s = 0; s < kChunkK / 16; ++s) {
         Value at = k.iadd(base, k.c(stepByte(s)));
-        Value descA = wgmmaDescriptor(k, smemAddr, at);
-        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(kABytes)));
+        Value descA =
+            wgmmaDescriptor(k, smemAddr, stripA ? k.iadd(at, stripA) : at);
+        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(aBytes())));
         a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
       }
       NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
@@ -2050,7 +2119,9 @@ public:
   }
 
 private:
-  static constexpr int64_t kStageBytes = kABytes + kBBytes;
+  /// Bytes of a stage's A tile and of a stage (A then B).
+  int64_t aBytes() const { return warpgroups * kABytes; }
+  int64_t stageBytes() const { return aBytes() + kBBytes; }
 
   // D = A B + D, or D = A B without `accumulate` (D's registers unread).
   Value mma(Value acc, Value descA, Value descB, bool accumulate) {
@@ -2073,26 +2144,35 @@ private:
 
   GK &g;
   KB &k;
-  int64_t kk;
+  int64_t kk, warpgroups, stages;
   Type globalT, sharedT, accT;
   Value smem, smemAddr;
+  /// Byte of this thread's warpgroup's 64-row strip in a stage's A tile
+  /// (index; null with one warpgroup).
+  Value stripA;
 };
 
 /// out[t, j] = x[t] . w[j] for t < T (msa.linear), or out[i, j] =
 /// hidden[token_indices[i]] . lm_head[j] for i < R (msa.logits), as
 /// CTA-stride work items of kTileM rows x kTileN features (row tiles vary
 /// fastest, so CTAs running at once share weight tiles in L2) on the tile
-/// GEMM; rows past T are zero-filled and not stored.
-void linearTileKernel(GK &g, Operation *op, Value T) {
+/// GEMM; rows past T are zero-filled and not stored. With a `ring` (shared
+/// address space) the tiles have `warpgroups` x 64 rows (g's CTA has that
+/// many warpgroups) and the ring `stages` stages there; without, kTileM
+/// rows in a static ring of kStages.
+void linearTileKernel(GK &g, Operation *op, Value T, Value ring = Value(),
+                      int64_t warpgroups = 1, int64_t stages = kStages) {
   KB &k = g.k;
   const bool logits = isa<msa::LogitsOp>(op);
   Value wv = op->getOperand(logits ? 2 : 1);
   const int64_t kk = shapeOf(wv)[1], n = shapeOf(wv)[0];
   Type oe = elementOf(op->getResult(0));
-  TileGemm tile(g, kk);
+  TileGemm tile =
+      ring ? TileGemm(g, kk, warpgroups, stages, ring) : TileGemm(g, kk);
+  const int64_t tileM = tile.tileM();
   Value x = tile.global(k.ptr(0)), idx = logits ? k.ptr(1) : Value(),
         w = tile.global(k.ptr(logits ? 2 : 1)), out = k.ptr(logits ? 3 : 2);
-  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
+  Value mTiles = k.idiv(k.iadd(T, k.c(tileM - 1)), k.c(tileM));
   Value lastRow = k.iadd(T, k.c(-1));
   auto rowPtr = [&](Value base, Value row) {
     return LLVM::GEPOp::create(k.b, k.loc, base.getType(), k.i16, base,
@@ -2100,7 +2180,7 @@ void linearTileKernel(GK &g, Operation *op, Value T) {
   };
 
   g.ctaLoop(k.imul(mTiles, k.c(n / kTileN)), [&](Value item) {
-    Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
+    Value row0 = k.imul(k.irem(item, mTiles), k.c(tileM));
     Value col0 = k.imul(k.idiv(item, mTiles), k.c(kTileN));
     TileRows rows;
     rows.aRow = [&](Value r) -> std::pair<Value, Value> {
@@ -2122,6 +2202,78 @@ void linearTileKernel(GK &g, Operation *op, Value T) {
     });
     g.sync();
   });
+}
+
+/// Warpgroup tid / 128 of g's CTA (wgmma::kWideThreads threads) as a CTA
+/// of its own: 128 threads (tid % 128, warps tid / 32 % 4), CTA 2 ctaId +
+/// warpgroup of 2 numCtas, synchronized by named barrier 1 + warpgroup.
+/// Kernels built on it must not use g's CTA barrier or shared arrays.
+std::unique_ptr<GK> warpgroupView(GK &g) {
+  KB &k = g.k;
+  auto view =
+      std::make_unique<GK>(k, g.globals, g.name + "_wg", wgmma::kThreads);
+  Value wg = k.idiv(g.tid, k.c(wgmma::kThreads));
+  view->tid = k.irem(g.tid, k.c(wgmma::kThreads));
+  view->warp = k.irem(g.warp, k.c(wgmma::kThreads / kWarp));
+  view->lane = g.lane;
+  view->ctaId = k.iadd(k.imul(g.ctaId, k.c(wgmma::kWideWarpgroups)), wg);
+  view->numCtas = k.imul(g.numCtas, k.c(wgmma::kWideWarpgroups));
+  view->barrierId =
+      arith::IndexCastOp::create(k.b, k.loc, k.i32, k.iadd(wg, k.c(1)));
+  return view;
+}
+
+/// Fewest tokens of a step for which a wide-tile kernel takes the wide
+/// tile: more than one kTileM tile, so that at most the last tile is part
+/// padding. The wide tile needs as many item rounds as kTileM tiles on
+/// the two warpgroups of the same 2 CTAs per SM (a round of 128-token
+/// items on the grid's CTAs, or of 64-token items on its warpgroups), and
+/// reads the weights half as often.
+constexpr int64_t kWideTileMinTokens = kTileM + 1;
+
+/// The body of a wide-tile kernel (g's CTA: wgmma::kWideThreads threads,
+/// wgmma::kWideSharedBytes of dynamic shared memory and
+/// wgmma::kWideCtasPerSM CTAs per SM, declared here) for a step of T
+/// tokens whose tile GEMM runs from `minTokens` tokens: from
+/// max(minTokens, kWideTileMinTokens) tokens tile(g, the dynamic shared
+/// memory, kWideWarpgroups, kWideStages); else from `minTokens` tokens
+/// each warpgroup on its own kTileM-token items, tile(warpgroupView(g),
+/// its kRingBytes half, 1, kStages); else small() on g's 256 threads.
+void wideTileSwitch(
+    GK &g, Value T, int64_t minTokens,
+    const std::function<void(GK &, Value, int64_t, int64_t)> &tile,
+    const std::function<void()> &small) {
+  KB &k = g.k;
+  g.declareLaunch(wgmma::kWideThreads, wgmma::kWideSharedBytes,
+                  wgmma::kWideCtasPerSM);
+  Value smem = g.dynamicShared();
+  Value tiled = k.icmp(CmpI::sge, T, k.c(minTokens));
+  Value wide =
+      k.icmp(CmpI::sge, T, k.c(std::max(minTokens, kWideTileMinTokens)));
+  g.ifElse(
+      wide, {},
+      [&]() -> SmallVector<Value> {
+        tile(g, smem, wgmma::kWideWarpgroups, wgmma::kWideStages);
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        g.ifElse(
+            tiled, {},
+            [&]() -> SmallVector<Value> {
+              std::unique_ptr<GK> view = warpgroupView(g);
+              Value wg = k.idiv(g.tid, k.c(wgmma::kThreads));
+              Value ring = LLVM::GEPOp::create(
+                  k.b, k.loc, smem.getType(), k.b.getI8Type(), smem,
+                  ValueRange{k.toI64(k.imul(wg, k.c(wgmma::kRingBytes)))});
+              tile(*view, ring, 1, kStages);
+              return {};
+            },
+            [&]() -> SmallVector<Value> {
+              small();
+              return {};
+            });
+        return {};
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -2753,22 +2905,26 @@ void prologueByKind(GK &g, const PrologueShape &s, Value gh,
 /// fastest; the tile GEMM of x with the head's kTileN weight rows, then
 /// prologueEpilogue straight from the accumulators (the projection never
 /// reaches memory).
-void prologueTileKernel(GK &g, const PrologueShape &s, Value T) {
+void prologueTileKernel(GK &g, const PrologueShape &s, Value T,
+                        Value ring = Value(), int64_t warpgroups = 1,
+                        int64_t stages = kStages) {
   KB &k = g.k;
   PrologueBuffers b(g, s);
-  TileGemm tile(g, s.hidden);
+  TileGemm tile = ring ? TileGemm(g, s.hidden, warpgroups, stages, ring)
+                       : TileGemm(g, s.hidden);
+  const int64_t tileM = tile.tileM();
   Value x = tile.global(b.in);
   Value w[PrologueShape::kKinds];
   for (int kind = 0; kind < s.kinds(); ++kind)
     w[kind] = tile.global(b.w[kind]);
-  Value mTiles = k.idiv(k.iadd(T, k.c(kTileM - 1)), k.c(kTileM));
+  Value mTiles = k.idiv(k.iadd(T, k.c(tileM - 1)), k.c(tileM));
   Value lastRow = k.iadd(T, k.c(-1));
   auto rowPtr = [&](Value base, Value row) {
     return LLVM::GEPOp::create(k.b, k.loc, base.getType(), k.i16, base,
                                ValueRange{k.toI64(k.imul(row, k.c(s.hidden)))});
   };
   g.ctaLoop(k.imul(mTiles, k.c(s.totalHeads)), [&](Value item) {
-    Value row0 = k.imul(k.irem(item, mTiles), k.c(kTileM));
+    Value row0 = k.imul(k.irem(item, mTiles), k.c(tileM));
     Value gh = k.idiv(item, mTiles);
     // The branch's weight and first row of the head (uniform per item).
     Value base = w[0], first = k.imul(gh, k.c(kTileN));
@@ -3100,8 +3256,12 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
 
 void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                                   StringRef kernelName, int64_t threads,
-                                  int64_t part, bool wgmma) {
-  GK g(k, globals, kernelName, threads);
+                                  int64_t part, bool wgmma, bool wideTiles) {
+  // The wide tile (wideTileSwitch) runs on CTAs of two warpgroups.
+  const bool wide =
+      wgmma && wideTiles && part == 0 &&
+      (isa<msa::AttentionPrologueOp>(op) || linearTileFits(op, threads));
+  GK g(k, globals, kernelName, wide ? wgmma::kWideThreads : threads);
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
         if (indexScoreMmaFits(o, threads))
@@ -3125,6 +3285,15 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         const bool logits = isa<msa::LogitsOp>(o);
         Value rows = k.scalar(logits ? 1 : 0);
         const int64_t n = shapeOf(o->getOperand(logits ? 2 : 1))[0];
+        if (wide) {
+          wideTileSwitch(
+              g, rows, linearTileMinTokens(n),
+              [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
+                linearTileKernel(tg, o, rows, ring, warpgroups, stages);
+              },
+              [&] { rowsDotKernel(g, o); });
+          return;
+        }
         g.ifElse(
             k.icmp(CmpI::sge, rows, k.c(linearTileMinTokens(n))), {},
             [&]() -> SmallVector<Value> {
@@ -3164,6 +3333,15 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         }
         // Chosen per step, as for msa.linear; part 1 has no work on the
         // tile path.
+        if (wide) {
+          wideTileSwitch(
+              g, T, prologueTileMinTokens(s),
+              [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
+                prologueTileKernel(tg, s, T, ring, warpgroups, stages);
+              },
+              [&] { prologueWarpKernel(g, s, part, T); });
+          return;
+        }
         g.ifElse(
             k.icmp(CmpI::sge, T, k.c(prologueTileMinTokens(s))), {},
             [&]() -> SmallVector<Value> {

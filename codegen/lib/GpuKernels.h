@@ -53,10 +53,15 @@ bool hasWgmmaKernel(Operation *op, int64_t threads);
 /// `(ptr buffers, ptr scalars)`); shared-memory arrays become
 /// `llvm.mlir.global`s in address space 3 named after `kernelName` at the
 /// end of `globals`. With `wgmma` the body may use warpgroup MMA (only for
-/// targets that have it). Requires hasGpuKernel(op, threads).
+/// targets that have it). With `wideTiles` (and `wgmma`) msa.linear,
+/// msa.logits and part 0 of msa.attention_prologue take the wide tile
+/// where they take the tile GEMM: CTAs of two warpgroups in dynamic shared
+/// memory (the body declares its launch shape, GK::declareLaunch).
+/// Requires hasGpuKernel(op, threads).
 void emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                    llvm::StringRef kernelName, int64_t threads,
-                   int64_t part = 0, bool wgmma = false);
+                   int64_t part = 0, bool wgmma = false,
+                   bool wideTiles = false);
 
 } // namespace msac::kernels
 

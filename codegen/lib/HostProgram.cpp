@@ -676,8 +676,9 @@ std::string dtypeName(Type t) {
 
 class ProgramBuilder {
 public:
-  ProgramBuilder(ModuleOp module, const std::vector<std::string> &generic)
-      : module(module), genericGpuOps(generic) {}
+  ProgramBuilder(ModuleOp module, const std::vector<std::string> &generic,
+                 bool wideTiles)
+      : module(module), genericGpuOps(generic), wideTiles(wideTiles) {}
   FailureOr<HostProgram> run();
 
 private:
@@ -721,6 +722,7 @@ private:
 
   ModuleOp module;
   std::vector<std::string> genericGpuOps;
+  bool wideTiles;
   HostProgram program;
   llvm::DenseMap<Value, int64_t> buffers;
   llvm::DenseMap<Value, Packed> packed;
@@ -933,7 +935,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
       gk.entry = gentry;
       emitGpuKernel(gk, op, into,
                     partName(name, part) + (wgmma ? "_wgmma" : ""), kGpuThreads,
-                    part, wgmma);
+                    part, wgmma, wgmma && wideTiles);
       func::ReturnOp::create(gbody, loc);
     }
   };
@@ -1117,10 +1119,11 @@ FailureOr<HostProgram> ProgramBuilder::run() {
 
 FailureOr<HostProgram>
 msac::buildHostProgram(ModuleOp module,
-                       const std::vector<std::string> &genericGpuOps) {
+                       const std::vector<std::string> &genericGpuOps,
+                       bool wideTiles) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
                    arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
                    NVVM::NVVMDialect>();
-  return ProgramBuilder(module, genericGpuOps).run();
+  return ProgramBuilder(module, genericGpuOps, wideTiles).run();
 }

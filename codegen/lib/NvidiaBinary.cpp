@@ -48,7 +48,8 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
                                    const std::string &targetName,
                                    const std::string &cudaToolkit,
                                    bool assembly, std::string &binary,
-                                   bool fmad) {
+                                   bool fmad,
+                                   std::vector<KernelGeometry> *geometry) {
   const GpuTarget *target = lookupGpuTarget(targetName);
   if (!target || target->vendor != "nvidia")
     return "'" + targetName + "' is not an NVIDIA target";
@@ -91,12 +92,17 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
   // bodies on targets with warpgroup MMA, which take precedence).
   const bool specific = gpuKernels && target->threadsPerBlock == kGpuThreads;
   const bool wgmma = specific && wgmmaKernels && target->wgmma;
+  // The dynamic shared-memory array is declared once per module, however
+  // many kernels use it.
+  auto cloneGlobals = [&](ModuleOp from) {
+    for (auto global : from.getOps<LLVM::GlobalOp>())
+      if (!SymbolTable::lookupSymbolIn(gpuModule, global.getSymName()))
+        b.clone(*global.getOperation());
+  };
   if (specific)
-    for (auto global : gpuKernels.getOps<LLVM::GlobalOp>())
-      b.clone(*global.getOperation());
+    cloneGlobals(gpuKernels);
   if (wgmma)
-    for (auto global : wgmmaKernels.getOps<LLVM::GlobalOp>())
-      b.clone(*global.getOperation());
+    cloneGlobals(wgmmaKernels);
   for (auto hostFn : hostKernels.getOps<func::FuncOp>()) {
     func::FuncOp fn = hostFn;
     bool gridStride = true;
@@ -115,14 +121,29 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
     auto kernel =
         gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    // A body may declare a launch shape of its own (threads, dynamic shared
+    // memory, CTAs per SM to keep resident).
+    auto declared = [&](StringRef attr, int64_t otherwise) {
+      if (auto a = fn->getAttrOfType<IntegerAttr>(attr))
+        return a.getInt();
+      return otherwise;
+    };
+    const int64_t block = declared(kGpuBlockAttr, target->threadsPerBlock);
+    const int64_t dynamicShared = declared(kGpuDynamicSharedAttr, 0);
+    const int64_t ctasPerSM = declared(kGpuCtasPerSMAttr, kGpuCtasPerSM);
+    if (geometry)
+      geometry->push_back({fn.getName().str(),
+                           target->multiprocessors * ctasPerSM, block,
+                           dynamicShared});
     // A wgmma body holds its fallback too, and ptxas sizes the registers for
     // the larger of the two: keep every CTA of the grid (kGpuCtasPerSM per
-    // SM) resident (at most 128 registers for 128 threads).
-    if (capRegisters) {
+    // SM, or as many as the body declares) resident (at most 128 registers
+    // for 128 threads).
+    if (capRegisters || fn->hasAttr(kGpuBlockAttr)) {
       kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                      b.getDenseI32ArrayAttr({int32_t(kGpuThreads), 1, 1}));
+                      b.getDenseI32ArrayAttr({int32_t(block), 1, 1}));
       kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                      b.getI32IntegerAttr(int32_t(kGpuCtasPerSM)));
+                      b.getI32IntegerAttr(int32_t(ctasPerSM)));
     }
     Block &dst = kernel.getBody().front();
     IRMapping map;

@@ -32,12 +32,37 @@ constexpr int64_t kTileN = 128;
 constexpr int64_t kChunkK = 32;
 constexpr int64_t kStages = 4;
 constexpr int64_t kThreads = 128;
+/// The wide tile (sm_90a, opt-in): kWideWarpgroups warpgroups (a CTA of
+/// kWideThreads threads) compute kWideTileM = 64 kWideWarpgroups tokens x
+/// kTileN features per work item, warpgroup w the 64 x kTileN strip of
+/// rows 64 w..64 w + 63, all reading one B (weight) tile per chunk: half
+/// the weight bytes per output of kTileM x kTileN tiles, and (64 + 128) /
+/// (64 x 128) -> (128 + 128) / (128 x 128) operand bytes per FLOP, 1.5x
+/// fewer. Its ring has kWideStages stages of kWideStageBytes in dynamic
+/// shared memory (kWideSharedBytes), which also holds the kStages rings of
+/// kTileM x kTileN tiles of both warpgroups working as independent
+/// workers (steps of at most kTileM tokens), so two CTAs per SM keep the
+/// occupancy of four one-warpgroup CTAs.
+constexpr int64_t kWideWarpgroups = 2;
+constexpr int64_t kWideThreads = kWideWarpgroups * 128;
+constexpr int64_t kWideTileM = kWideWarpgroups * 64;
+constexpr int64_t kWideStages = 6;
+constexpr int64_t kWideCtasPerSM = 2;
 /// Core matrices per row of a chunk, and the bytes of one.
 constexpr int64_t kCoreCols = kChunkK / 8;
 constexpr int64_t kCoreBytes = 128;
 /// Bytes of the A and B tiles of one stage.
 constexpr int64_t kABytes = kTileM * kChunkK * 2;
 constexpr int64_t kBBytes = kTileN * kChunkK * 2;
+/// The wide tile's stage: A (kWideTileM rows; warpgroup w's strip starts
+/// at byte w kABytes, as tileByte places row 64 w there), then B.
+constexpr int64_t kWideABytes = kWideTileM * kChunkK * 2;
+constexpr int64_t kWideStageBytes = kWideABytes + kBBytes;
+/// One warpgroup's ring of kStages kTileM x kTileN stages.
+constexpr int64_t kRingBytes = kStages * (kABytes + kBBytes);
+constexpr int64_t kWideSharedBytes = kWideStages * kWideStageBytes;
+static_assert(kWideSharedBytes >= kWideWarpgroups * kRingBytes,
+              "the wide ring must hold the independent warpgroups' rings");
 
 /// Byte of element (r, k) in an operand tile of one stage: the core matrix
 /// of rows 8g..8g+7 and channels 8c..8c+7 starts at byte

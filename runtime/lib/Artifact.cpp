@@ -81,6 +81,13 @@ const Target *Artifact::findTarget(const std::string &name) const {
   return nullptr;
 }
 
+KernelLaunchShape Target::shapeOf(const std::string &kernel) const {
+  for (size_t i = 0; i < kernelNames.size(); ++i)
+    if (kernelNames[i] == kernel)
+      return kernelShapes[i];
+  return {grid, block, 0};
+}
+
 Artifact::~Artifact() {
   if (weights && weightsSize)
     ::munmap(const_cast<uint8_t *>(weights), weightsSize);
@@ -164,8 +171,29 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       target.name = t.at("name").get<std::string>();
       target.kernelsPath = dir + "/" + t.at("kernels_file").get<std::string>();
       if (t.contains("launch")) {
-        target.grid = t.at("launch").at("grid").get<int64_t>();
-        target.block = t.at("launch").at("block").get<int64_t>();
+        const json &launch = t.at("launch");
+        target.grid = launch.at("grid").get<int64_t>();
+        target.block = launch.at("block").get<int64_t>();
+        for (const json &k : launch.at("kernels")) {
+          const std::string name = k.at("name").get<std::string>();
+          KernelLaunchShape shape{k.at("grid").get<int64_t>(),
+                                  k.at("block").get<int64_t>(),
+                                  k.at("dynamic_shared_bytes").get<int64_t>()};
+          if (shape.grid < 1 || shape.grid > (int64_t(1) << 31) - 1 ||
+              shape.block < 1 || shape.block > 1024 ||
+              shape.dynamicSharedBytes < 0 ||
+              shape.dynamicSharedBytes > kMaxDynamicSharedBytes)
+            throw std::runtime_error(
+                "target " + target.name + ": kernel " + name + " has grid " +
+                std::to_string(shape.grid) + ", block " +
+                std::to_string(shape.block) + " and " +
+                std::to_string(shape.dynamicSharedBytes) +
+                " bytes of dynamic shared memory; expected 1..2^31-1 CTAs, "
+                "1..1024 threads and 0.." +
+                std::to_string(kMaxDynamicSharedBytes) + " bytes");
+          target.kernelNames.push_back(name);
+          target.kernelShapes.push_back(shape);
+        }
       }
       if (target.name == "host-x86_64")
         libPath = target.kernelsPath;
@@ -204,6 +232,13 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     }
     for (const json &k : m.at("kernels"))
       a->kernels.push_back(k.at("name").get<std::string>());
+    for (const Target &t : a->targetList)
+      if (t.grid && t.kernelNames != a->kernels)
+        throw std::runtime_error(
+            "target " + t.name + " lists the launch shapes of " +
+            std::to_string(t.kernelNames.size()) +
+            " kernels, which are not the manifest's " +
+            std::to_string(a->kernels.size()) + " kernels in order");
     auto readSchedule = [&](const json &steps, std::vector<Step> &out) {
       for (const json &s : steps) {
         Step step;

@@ -24,6 +24,10 @@ using CUmodule = void *;
 using CUfunction = void *;
 using CUdeviceptr = unsigned long long;
 constexpr int kAttrMajor = 75, kAttrMinor = 76; // compute capability
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: a kernel may launch with
+/// more than 48 KiB of dynamic shared memory only after raising it.
+constexpr int kFuncAttrMaxDynamicShared = 8;
+constexpr int64_t kDefaultDynamicSharedLimit = 48 * 1024;
 } // namespace
 
 /// Driver entry points, resolved with dlsym.
@@ -38,6 +42,7 @@ struct CudaModel::Driver {
   CUresult (*cuModuleLoadData)(CUmodule *, const void *);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
@@ -118,6 +123,7 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       !sym(driver->cuModuleLoadData, "cuModuleLoadData") ||
       !sym(driver->cuModuleUnload, "cuModuleUnload") ||
       !sym(driver->cuModuleGetFunction, "cuModuleGetFunction") ||
+      !sym(driver->cuFuncSetAttribute, "cuFuncSetAttribute") ||
       !sym(driver->cuMemAlloc, "cuMemAlloc_v2") ||
       !sym(driver->cuMemFree, "cuMemFree_v2") ||
       !sym(driver->cuMemcpyHtoD, "cuMemcpyHtoD_v2") ||
@@ -161,8 +167,6 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
             m->target + "); recompile with --target " + m->target;
     return nullptr;
   }
-  m->grid = t->grid;
-  m->block = t->block;
   CUcontext ctx;
   MSAC_CUDA(driver->cuDevicePrimaryCtxRetain(&ctx, dev),
             "cuDevicePrimaryCtxRetain");
@@ -242,6 +246,21 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
         return false;
       }
       l.table = p;
+      const KernelLaunchShape shape = t->shapeOf(s.kernel);
+      l.grid = shape.grid;
+      l.block = shape.block;
+      l.dynamicSharedBytes = shape.dynamicSharedBytes;
+      if (l.dynamicSharedBytes > kDefaultDynamicSharedLimit) {
+        rc = driver->cuFuncSetAttribute(l.function, kFuncAttrMaxDynamicShared,
+                                        static_cast<int>(l.dynamicSharedBytes));
+        if (rc != 0) {
+          error = "kernel " + s.kernel + " needs " +
+                  std::to_string(l.dynamicSharedBytes) +
+                  " bytes of dynamic shared memory, which " + m->device +
+                  " refuses (cuFuncSetAttribute: " + driver->describe(rc) + ")";
+          return false;
+        }
+      }
       out.push_back(l);
     }
     return true;
@@ -338,8 +357,10 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
   CUdeviceptr table = launch.table, scal = scalars;
   void *params[] = {&table, &scal};
   CUresult rc = driver->cuLaunchKernel(
-      launch.function, static_cast<unsigned>(grid), 1, 1,
-      static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
+      launch.function, static_cast<unsigned>(launch.grid), 1, 1,
+      static_cast<unsigned>(launch.block), 1, 1,
+      static_cast<unsigned>(launch.dynamicSharedBytes), stream, params,
+      nullptr);
   if (rc != 0)
     error = "cuLaunchKernel(" + step.kernel + "): " + driver->describe(rc);
   return rc == 0;
@@ -432,7 +453,8 @@ bool CudaModel::timeRangeInGraph(size_t first, size_t last, int reps,
 
 bool CudaModel::launchGraph(std::string &error) {
   // Every kernel reads the step's sizes from device memory and launches
-  // with the same grid, so one captured step serves every step.
+  // with the same grid and block whatever the step, so one captured step
+  // serves every step.
   if (!graphExec) {
     constexpr int kCaptureRelaxed = 2;
     CUresult rc = driver->cuStreamBeginCapture(stream, kCaptureRelaxed);

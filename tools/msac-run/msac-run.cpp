@@ -197,9 +197,38 @@ int inspect(const std::string &path, bool asJson) {
   }
   std::string targets;
   nlohmann::ordered_json targetList = nlohmann::ordered_json::array();
+  // GPU targets: the common grid and block, and the kernels launched with
+  // a grid, block or dynamic shared memory of their own.
+  std::string launchText;
+  nlohmann::ordered_json launchList = nlohmann::ordered_json::object();
   for (const Target &t : a->targets()) {
     targets += (targets.empty() ? "" : ", ") + t.name;
     targetList.push_back(t.name);
+    if (!t.grid)
+      continue;
+    nlohmann::ordered_json own = nlohmann::ordered_json::object();
+    launchText += "launch " + t.name + ":" +
+                  std::string(t.name.size() < 9 ? 9 - t.name.size() : 1, ' ') +
+                  "grid " + std::to_string(t.grid) + ", block " +
+                  std::to_string(t.block) + "\n";
+    for (size_t i = 0; i < t.kernelNames.size(); ++i) {
+      const KernelLaunchShape &shape = t.kernelShapes[i];
+      if (shape.grid == t.grid && shape.block == t.block &&
+          shape.dynamicSharedBytes == 0)
+        continue;
+      own[t.kernelNames[i]] = {
+          {"grid", shape.grid},
+          {"block", shape.block},
+          {"dynamic_shared_bytes", shape.dynamicSharedBytes}};
+      launchText += "  " + t.kernelNames[i] + ": grid " +
+                    std::to_string(shape.grid) + ", block " +
+                    std::to_string(shape.block) + ", " +
+                    std::to_string(shape.dynamicSharedBytes) +
+                    " bytes of dynamic shared memory\n";
+    }
+    launchList[t.name] = {{"grid", t.grid},
+                          {"block", t.block},
+                          {"kernels_with_own_shape", std::move(own)}};
   }
   int64_t sparse =
       std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
@@ -215,6 +244,7 @@ int inspect(const std::string &path, bool asJson) {
         {"producer", a->producer},
         {"target", a->target},
         {"targets", targetList},
+        {"launch", launchList},
         {"model",
          {{"model_type", m.modelType},
           {"hidden_size", m.hiddenSize},
@@ -243,10 +273,10 @@ int inspect(const std::string &path, bool asJson) {
             << "format version:  " << a->formatVersion << " (" << a->producer
             << ")\n"
             << "targets:         " << targets << "\n"
-            << "model:           " << m.modelType << ", " << m.numLayers
-            << " layers (" << sparse << " MSA), hidden " << m.hiddenSize
-            << ", heads " << m.numHeads << "/" << m.numKVHeads << " x "
-            << m.headDim << ", vocab " << m.vocabSize << "\n"
+            << launchText << "model:           " << m.modelType << ", "
+            << m.numLayers << " layers (" << sparse << " MSA), hidden "
+            << m.hiddenSize << ", heads " << m.numHeads << "/" << m.numKVHeads
+            << " x " << m.headDim << ", vocab " << m.vocabSize << "\n"
             << "kernels:         " << a->kernelNames().size() << ", "
             << a->prefillSchedule().size() << " launches per step\n"
             << "weights:         " << weights << " tensors, "

@@ -90,6 +90,14 @@ static cl::list<std::string> genericGpuOps(
              "of their host kernels instead of their GPU kernels (debugging)"),
     cl::CommaSeparated, cl::Hidden, cl::sub(compileCommand),
     cl::cat(msacCategory));
+static cl::opt<bool> wideTiles(
+    "wgmma-wide-tiles",
+    cl::desc("sm_90a: run the tile GEMMs of msa.linear, the LM head and the "
+             "fused attention prologue on CTAs of two warpgroups sharing the "
+             "weight tile (128-token tiles, dynamic shared memory); "
+             "experimental"),
+    cl::init(false), cl::Hidden, cl::sub(compileCommand),
+    cl::cat(msacCategory));
 static cl::opt<bool> stripWeights(
     "strip-weights",
     cl::desc("Leave the weights out of the artifact (weights.bin is not "
@@ -463,9 +471,10 @@ int runCompile() {
     if (failed(pm.run(*module)))
       return 3;
   }
-  mlir::FailureOr<HostProgram> program =
-      buildHostProgram(*module, std::vector<std::string>(genericGpuOps.begin(),
-                                                         genericGpuOps.end()));
+  mlir::FailureOr<HostProgram> program = buildHostProgram(
+      *module,
+      std::vector<std::string>(genericGpuOps.begin(), genericGpuOps.end()),
+      wideTiles);
   if (failed(program))
     return 1;
   if (emit == EmitStage::Kernels)
@@ -496,9 +505,10 @@ int runCompile() {
                "compiling " + Twine(program->kernelNames.size()) +
                    " kernels for " + gpu->name);
       std::string cubin;
+      std::vector<KernelGeometry> geometry;
       std::string error = emitNvidiaBinary(
           *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
-          gpu->name.str(), cudaToolkit, false, cubin, ptxasFmad);
+          gpu->name.str(), cudaToolkit, false, cubin, ptxasFmad, &geometry);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;
@@ -511,7 +521,7 @@ int runCompile() {
       out << cubin;
       written.push_back({gpu->name.str(), file,
                          gpu->multiprocessors * kGpuCtasPerSM,
-                         gpu->threadsPerBlock});
+                         gpu->threadsPerBlock, std::move(geometry)});
     }
     if (!host) {
       progress(5, steps,
@@ -553,7 +563,7 @@ int runCompile() {
                          : "writing weights and manifest to ") +
                outputFile);
   written.insert(written.begin(),
-                 {"host-x86_64", "kernels/host-x86_64.so", 0, 0});
+                 {"host-x86_64", "kernels/host-x86_64.so", 0, 0, {}});
   error = writeArtifact(staging, *program, written, *model->config,
                         *model->checkpoint, compileDir, stripWeights);
   if (!error.empty()) {

@@ -7,7 +7,9 @@
 // tiles exactly once at the byte of the core-matrix layout; the descriptors
 // of each k-step make the hardware's canonical no-swizzle K-major layout
 // read exactly those bytes; the descriptor bits; and the accumulator
-// fragment covers the 64 x 128 result once, in column pairs.
+// fragment covers the 64 x 128 result once, in column pairs. The wide
+// tile: 128-row A tiles copied by 256 threads, each warpgroup's
+// descriptors on its 64-row strip, its shared-memory budget.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,6 +95,69 @@ TEST(WgmmaLayout, AccumulatorsCoverTheTileOnce) {
   EXPECT_EQ(accumulatorRow(0, 37), 17);
   EXPECT_EQ(accumulatorCol(0, 37), 2);
   EXPECT_EQ(accumulatorCol(4, 37), 10);
+}
+
+TEST(WgmmaLayout, WideTileCopiesFillEveryElementOnce) {
+  // The wide tile's A (kWideTileM rows) and B tiles, copied by
+  // kWideThreads threads (copy j = t, t + 256, ...).
+  for (int64_t rows : {kWideTileM, kTileN}) {
+    SCOPED_TRACE(rows);
+    const int64_t copies = rows * kChunkK / 8;
+    EXPECT_EQ(copies % kWideThreads, 0);
+    std::vector<int> seen(rows * kChunkK, 0);
+    for (int64_t j = 0; j < copies; ++j) {
+      const int64_t r = copyRow(j), k = copyChannel(j);
+      ASSERT_LT(r, rows);
+      for (int64_t e = 0; e < 8; ++e) {
+        EXPECT_EQ(tileByte(r, k + e), 16 * j + 2 * e);
+        ++seen[r * kChunkK + k + e];
+      }
+    }
+    for (int v : seen)
+      EXPECT_EQ(v, 1);
+  }
+  EXPECT_EQ(kWideABytes, 2 * kABytes);
+}
+
+TEST(WgmmaLayout, WideTileStripsAddressTheirRows) {
+  // Warpgroup w's A descriptor starts w kABytes into the stage: its
+  // 64-row canonical layout reads rows 64 w.. of the kWideTileM-row tile;
+  // B (shared by both) starts kWideABytes into the stage.
+  for (int64_t w = 0; w < kWideWarpgroups; ++w)
+    for (int64_t s = 0; s < kChunkK / 16; ++s)
+      for (int64_t r = 0; r < kTileM; ++r)
+        for (int64_t kk = 0; kk < 16; ++kk)
+          ASSERT_EQ(canonicalByte(stepByte(s) + w * kABytes, kLeadingByteOffset,
+                                  kStrideByteOffset, r, kk),
+                    tileByte(64 * w + r, 16 * s + kk))
+              << "warpgroup " << w << " step " << s << " r " << r << " k "
+              << kk;
+  for (int64_t s = 0; s < kChunkK / 16; ++s)
+    for (int64_t r = 0; r < kTileN; ++r)
+      for (int64_t kk = 0; kk < 16; ++kk)
+        ASSERT_EQ(canonicalByte(kWideABytes + stepByte(s), kLeadingByteOffset,
+                                kStrideByteOffset, r, kk),
+                  kWideABytes + tileByte(r, 16 * s + kk));
+  // The accumulator rows of warp v (0..7) of the CTA, 16 v + ..., are the
+  // wide tile's rows: warpgroup v / 4's strip, row 16 (v % 4) + ... in it.
+  for (int64_t t = 0; t < kWideThreads; ++t)
+    for (int64_t i = 0; i < kTileN / 2; ++i)
+      EXPECT_EQ(64 * (t / 128) + accumulatorRow(i, t % 128),
+                16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2));
+}
+
+TEST(WgmmaLayout, WideTileSharedMemory) {
+  // 16 KiB stages, 96 KiB in all: two CTAs per SM fit the H200's 228 KiB
+  // (1 KiB reserved per CTA), and the same bytes hold both warpgroups'
+  // 48 KiB rings of the narrow tile.
+  EXPECT_EQ(kWideStageBytes, 16 * 1024);
+  EXPECT_EQ(kWideSharedBytes, 96 * 1024);
+  EXPECT_EQ(kWideWarpgroups * kRingBytes, kWideSharedBytes);
+  EXPECT_LE(kWideCtasPerSM * (kWideSharedBytes + 1024), 228 * 1024);
+  // Every stage (and each warpgroup's ring) starts 16-byte aligned, as the
+  // descriptors' start address (bits 4-17) needs.
+  EXPECT_EQ(kWideStageBytes % 16, 0);
+  EXPECT_EQ(kRingBytes % 16, 0);
 }
 
 } // namespace

@@ -32,13 +32,19 @@
 namespace msac {
 
 /// Version of the artifact layout written here and read by the runtime.
-inline constexpr int kArtifactFormatVersion = 1;
+/// 2: GPU targets list each kernel's launch shape (`launch.kernels`: grid,
+/// block threads and dynamic shared-memory bytes).
+inline constexpr int kArtifactFormatVersion = 2;
 
 /// One compiled target of an artifact.
 struct ArtifactTarget {
   std::string name;            ///< host-x86_64, sm_90a, ...
   std::string kernelsFile;     ///< relative to the artifact folder
   int64_t grid = 0, block = 0; ///< GPU launch shape of the first-cut kernels
+  /// GPU targets: every kernel's grid (CTAs), block (threads) and dynamic
+  /// shared memory (bytes), in the program's kernel order
+  /// (emitNvidiaBinary).
+  std::vector<KernelGeometry> kernels;
 };
 
 /// Writes manifest.json, weights.bin and tokenizer.json into `dir` (which

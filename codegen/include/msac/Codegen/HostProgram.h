@@ -64,6 +64,31 @@ constexpr int64_t kGpuThreads = 128;
 /// CTAs per multiprocessor of an NVIDIA launch's fixed grid.
 constexpr int64_t kGpuCtasPerSM = 4;
 
+/// Function attributes by which a GPU kernel body declares a launch shape
+/// of its own (KB function, i64 values): threads per CTA, bytes of dynamic
+/// shared memory (the `kGpuDynamicSharedSymbol` array), and the CTAs per
+/// multiprocessor its registers are capped for (`.minnctapersm`). Kernels
+/// without them launch with the target's block and no dynamic shared
+/// memory.
+inline constexpr llvm::StringLiteral kGpuBlockAttr = "msac.gpu_block";
+inline constexpr llvm::StringLiteral kGpuDynamicSharedAttr =
+    "msac.gpu_dynamic_shared_bytes";
+inline constexpr llvm::StringLiteral kGpuCtasPerSMAttr = "msac.gpu_ctas_per_sm";
+/// The extern shared-memory array (address space 3, `[0 x i8]`) through
+/// which kernels reach their dynamic shared memory.
+inline constexpr llvm::StringLiteral kGpuDynamicSharedSymbol =
+    "msac_dynamic_smem";
+
+/// Launch shape of one kernel of an NVIDIA target: CTAs (the target's
+/// multiprocessors times the CTAs per multiprocessor the kernel is built
+/// for), threads per CTA and bytes of dynamic shared memory.
+struct KernelGeometry {
+  std::string name;
+  int64_t grid = 0;
+  int64_t block = 0;
+  int64_t dynamicSharedBytes = 0;
+};
+
 struct HostProgram {
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
   /// GPU-specific bodies (same names and ABI) of the kernels that have one,
@@ -88,9 +113,13 @@ struct HostProgram {
 /// does not implement yet. Ops named in `genericGpuOps` (e.g.
 /// "msa.moe_experts") get no GPU-specific kernel: on a GPU they run as
 /// grid-stride loops of their host bodies (for bisecting GPU kernels).
+/// With `wideTiles` the wgmma bodies of msa.linear, msa.logits and the
+/// fused attention prologue use two warpgroups per CTA (GpuKernels.cpp,
+/// WgmmaLayout.h: the wide tile; opt-in until measured on the H200).
 mlir::FailureOr<HostProgram>
 buildHostProgram(mlir::ModuleOp module,
-                 const std::vector<std::string> &genericGpuOps = {});
+                 const std::vector<std::string> &genericGpuOps = {},
+                 bool wideTiles = false);
 
 /// Lowers a kernel module to the LLVM dialect (scf -> cf, arith, math,
 /// func -> llvm).
@@ -112,13 +141,18 @@ std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
 /// and an add into an FMA), which keeps GPU rounding closer to the host's.
 /// `gpuKernels` (may be null) supplies GPU-specific bodies by name;
 /// `wgmmaKernels` (may be null) replaces some of them on targets with
-/// warpgroup MMA.
+/// warpgroup MMA. `geometry` (may be null) receives every kernel's launch
+/// shape, in hostKernels' order: kGpuCtasPerSM CTAs per multiprocessor of
+/// the target's block and no dynamic shared memory unless the chosen body
+/// declares its own (kGpuBlockAttr, kGpuDynamicSharedAttr,
+/// kGpuCtasPerSMAttr).
 std::string emitNvidiaBinary(mlir::ModuleOp hostKernels,
                              mlir::ModuleOp gpuKernels,
                              mlir::ModuleOp wgmmaKernels,
                              const std::string &targetName,
                              const std::string &cudaToolkit, bool assembly,
-                             std::string &binary, bool fmad = true);
+                             std::string &binary, bool fmad = true,
+                             std::vector<KernelGeometry> *geometry = nullptr);
 
 } // namespace msac
 

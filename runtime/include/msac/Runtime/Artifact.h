@@ -19,8 +19,13 @@
 
 namespace msac::runtime {
 
-/// The artifact layout version this runtime reads.
-inline constexpr int kArtifactFormatVersion = 1;
+/// The artifact layout version this runtime reads (2: per-kernel launch
+/// shapes of GPU targets).
+inline constexpr int kArtifactFormatVersion = 2;
+
+/// Dynamic shared memory a kernel may ask for (bytes): 227 KiB, the most
+/// one CTA can have on sm_90a and sm_100a.
+inline constexpr int64_t kMaxDynamicSharedBytes = 227 * 1024;
 
 /// `void kernel(void **buffers, const int64_t *scalars /* T, N, MB */)`.
 using HostKernel = void (*)(void **, const int64_t *);
@@ -53,11 +58,25 @@ struct Step {
   HostKernel function = nullptr;
 };
 
+/// How one kernel of a GPU target is launched.
+struct KernelLaunchShape {
+  int64_t grid = 0;               ///< CTAs
+  int64_t block = 0;              ///< threads per CTA
+  int64_t dynamicSharedBytes = 0; ///< bytes of dynamic shared memory
+};
+
 /// A compiled target of the artifact.
 struct Target {
   std::string name;        ///< host-x86_64, sm_90a, sm_100a, ...
   std::string kernelsPath; ///< absolute path of the kernels file
   int64_t grid = 0, block = 0;
+  /// GPU targets: the manifest's `launch.kernels`, one per kernel of the
+  /// manifest's kernel list, in that order.
+  std::vector<std::string> kernelNames;
+  std::vector<KernelLaunchShape> kernelShapes;
+  /// The launch shape of kernel `name`: its own, or the target's grid and
+  /// block and no dynamic shared memory when the manifest does not list it.
+  KernelLaunchShape shapeOf(const std::string &name) const;
 };
 
 struct ModelInfo {

@@ -48,10 +48,12 @@ public:
 private:
   CudaModel(const Artifact &artifact, const HostModelOptions &options);
   /// One launch of a schedule, resolved once at load: the kernel's
-  /// CUfunction and the device array of its buffer pointers.
+  /// CUfunction, the device array of its buffer pointers, and the kernel's
+  /// grid (CTAs), block (threads) and dynamic shared memory (bytes).
   struct Launch {
     void *function = nullptr;
     uint64_t table = 0;
+    int64_t grid = 0, block = 0, dynamicSharedBytes = 0;
   };
   /// Launches `schedule` and waits; with `launchMs`, times each launch
   /// with CUDA events.
@@ -83,7 +85,6 @@ private:
   std::vector<Launch> initLaunches, stepLaunches; // per schedule entry
   uint64_t scalars = 0;                           // device int64[3]
   void *stream = nullptr, *graph = nullptr, *graphExec = nullptr;
-  int64_t grid = 0, block = 0;
   uint64_t allocated = 0;
   std::vector<float> logits;
   std::vector<uint8_t> scratch;

@@ -1,0 +1,141 @@
+//===- ArtifactTest.cpp - Manifest launch shapes and versions -------------===//
+//
+// Part of msac's tests. Hand-written manifests of a GPU-only, weight-stripped
+// artifact (no kernels file is opened at load): the per-kernel launch shapes
+// of format version 2 (grid, block threads, dynamic shared-memory bytes),
+// their validation, and the refusal of version-1 artifacts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "msac/Runtime/Artifact.h"
+
+#include "gtest/gtest.h"
+
+#include <filesystem>
+#include <fstream>
+
+using namespace msac::runtime;
+
+namespace {
+
+/// A manifest of two kernels with one sm_90a target whose `launch.kernels`
+/// is `kernels` (JSON text), at format version `version`.
+std::string manifest(int version, const std::string &kernels) {
+  return R"({"format": "msac-artifact", "format_version": )" +
+         std::to_string(version) + R"(, "producer": "msac test",
+  "model": {"model_type": "minimax_m3", "hidden_size": 64, "num_layers": 1,
+            "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 32, "vocab_size": 128, "page_size": 128,
+            "layers": [{"attention": "dense", "mlp": "dense"}]},
+  "targets": [{"name": "sm_90a", "kernels_file": "kernels/sm_90a.cubin",
+               "launch": {"grid": 528, "block": 128, "kernels": )" +
+         kernels + R"(}}],
+  "kernels": [{"name": "msac_k0_embedding"}, {"name": "msac_k1_linear"}],
+  "buffers": [],
+  "schedules": {"init": [], "prefill": [], "decode": []},
+  "outputs": [],
+  "weights": {"file": "weights.bin", "bytes": 0, "alignment": 4096,
+              "stripped": true}})";
+}
+
+/// Writes `text` as the manifest of a fresh artifact folder and loads it.
+std::unique_ptr<Artifact> load(const std::string &name, const std::string &text,
+                               std::string &error) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("msac-artifact-test-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "manifest.json") << text;
+  return Artifact::load(dir.string(), error);
+}
+
+const char *kTwoShapes =
+    R"([{"name": "msac_k0_embedding", "grid": 528, "block": 128, "dynamic_shared_bytes": 0},
+        {"name": "msac_k1_linear", "grid": 264, "block": 256,
+         "dynamic_shared_bytes": 98304}])";
+
+TEST(ArtifactLaunchShapes, EveryKernelHasItsOwn) {
+  std::string error;
+  auto a = load("shapes", manifest(kArtifactFormatVersion, kTwoShapes), error);
+  ASSERT_TRUE(a) << error;
+  const Target *t = a->findTarget("sm_90a");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->grid, 528);
+  EXPECT_EQ(t->block, 128);
+  ASSERT_EQ(t->kernelShapes.size(), 2u);
+  KernelLaunchShape embedding = t->shapeOf("msac_k0_embedding");
+  EXPECT_EQ(embedding.grid, 528);
+  EXPECT_EQ(embedding.block, 128);
+  EXPECT_EQ(embedding.dynamicSharedBytes, 0);
+  KernelLaunchShape linear = t->shapeOf("msac_k1_linear");
+  EXPECT_EQ(linear.grid, 264);
+  EXPECT_EQ(linear.block, 256);
+  EXPECT_EQ(linear.dynamicSharedBytes, 98304);
+  // A kernel the target does not list gets the target's block.
+  KernelLaunchShape other = t->shapeOf("msac_k9_other");
+  EXPECT_EQ(other.grid, 528);
+  EXPECT_EQ(other.block, 128);
+  EXPECT_EQ(other.dynamicSharedBytes, 0);
+}
+
+TEST(ArtifactLaunchShapes, VersionOneIsRefused) {
+  std::string error;
+  auto a = load("v1", manifest(1, kTwoShapes), error);
+  EXPECT_FALSE(a);
+  EXPECT_NE(error.find("artifact format version 1 (written by msac test), but "
+                       "this runtime reads version 2; recompile the model "
+                       "with a matching msac"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ArtifactLaunchShapes, MissingShapesAreMalformed) {
+  std::string error;
+  std::string text = manifest(kArtifactFormatVersion, kTwoShapes);
+  text.replace(
+      text.find(R"(, "kernels": [{"name": "msac_k0_embedding", "grid")"),
+      std::string(R"(, "kernels": )").size() + std::string(kTwoShapes).size(),
+      "");
+  auto a = load("missing", text, error);
+  EXPECT_FALSE(a);
+  EXPECT_NE(error.find("malformed manifest"), std::string::npos) << error;
+}
+
+TEST(ArtifactLaunchShapes, OutOfRangeShapesAreRefused) {
+  for (
+      const char *bad :
+      {R"([{"name": "msac_k0_embedding", "grid": 528, "block": 0, "dynamic_shared_bytes": 0},
+            {"name": "msac_k1_linear", "grid": 264, "block": 256, "dynamic_shared_bytes": 0}])",
+       R"([{"name": "msac_k0_embedding", "grid": 0, "block": 128, "dynamic_shared_bytes": 0},
+            {"name": "msac_k1_linear", "grid": 264, "block": 256, "dynamic_shared_bytes": 0}])",
+       R"([{"name": "msac_k0_embedding", "grid": 528, "block": 2048, "dynamic_shared_bytes": 0},
+            {"name": "msac_k1_linear", "grid": 264, "block": 256, "dynamic_shared_bytes": 0}])",
+       R"([{"name": "msac_k0_embedding", "grid": 528, "block": 128, "dynamic_shared_bytes": 0},
+            {"name": "msac_k1_linear", "grid": 264, "block": 256,
+             "dynamic_shared_bytes": 262144}])"}) {
+    std::string error;
+    auto a = load("range", manifest(kArtifactFormatVersion, bad), error);
+    EXPECT_FALSE(a);
+    EXPECT_NE(error.find("expected 1..2^31-1 CTAs, 1..1024 threads and "
+                         "0..232448 bytes"),
+              std::string::npos)
+        << error;
+  }
+}
+
+TEST(ArtifactLaunchShapes, ShapesMustFollowTheKernelList) {
+  std::string error;
+  auto a =
+      load("order",
+           manifest(kArtifactFormatVersion,
+                    R"([{"name": "msac_k1_linear", "grid": 264, "block": 256,
+                              "dynamic_shared_bytes": 0}])"),
+           error);
+  EXPECT_FALSE(a);
+  EXPECT_NE(error.find("target sm_90a lists the launch shapes of 1 kernels, "
+                       "which are not the manifest's 2 kernels in order"),
+            std::string::npos)
+      << error;
+}
+
+} // namespace
