@@ -180,11 +180,14 @@ int inspect(const std::string &path, bool asJson) {
   uint64_t activationBytesPerToken = 0, fixedBytes = 0;
   size_t weights = 0, caches = 0;
   uint64_t cacheBytesPerToken = 0; // all layers, block scales included
+  std::map<std::string, int64_t> cacheDTypes; // caches per element format
   for (const Buffer &b : a->buffers()) {
     weights += b.kind == Buffer::Kind::Weight;
     caches += b.kind == Buffer::Kind::Cache;
-    if (b.kind == Buffer::Kind::Cache)
+    if (b.kind == Buffer::Kind::Cache) {
       cacheBytesPerToken += b.bytesPerToken;
+      ++cacheDTypes[b.dtype == "f8E4M3FN" ? "fp8" : b.dtype];
+    }
     if (b.kind == Buffer::Kind::Activation) {
       uint64_t n = b.elementBytes();
       bool perToken = false;
@@ -263,12 +266,17 @@ int inspect(const std::string &path, bool asJson) {
           {"stripped", a->weightsStripped()},
           {"formats", formats}}},
         {"caches", caches},
+        {"cache_dtypes", cacheDTypes},
         {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
         {"load_time_buffer_bytes", fixedBytes}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  std::string cacheDTypeText;
+  for (const auto &[dtype, count] : cacheDTypes)
+    cacheDTypeText += (cacheDTypeText.empty() ? "" : ", ") + dtype + " " +
+                      std::to_string(count);
   std::cout << "artifact:        " << path << "\n"
             << "format version:  " << a->formatVersion << " (" << a->producer
             << ")\n"
@@ -285,9 +293,9 @@ int inspect(const std::string &path, bool asJson) {
                     ? " bytes, stripped (compiled with --strip-weights)\n"
                     : " bytes (weights.bin, mapped)\n")
             << "weight formats:  " << formatText << "\n"
-            << "caches:          " << caches << " paged caches of "
-            << m.pageSize << "-token pages, " << cacheBytesPerToken
-            << " bytes per token\n"
+            << "caches:          " << caches << " paged caches ("
+            << cacheDTypeText << ") of " << m.pageSize << "-token pages, "
+            << cacheBytesPerToken << " bytes per token\n"
             << "activations:     " << activationBytesPerToken
             << " bytes per token in a step\n";
   if (fixedBytes)

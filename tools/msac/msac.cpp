@@ -591,11 +591,17 @@ int runPlan() {
                       "80GiB, 141GB)");
   if (maxSeqLen != -1 && (maxSeqLen < 1 || maxSeqLen > (int64_t(1) << 32)))
     return usageError("--max-seq-len must be in [1, 2^32]");
-  // A bare number is bytes; a budget below 1 MiB is surely a missing unit.
-  if (!memory.empty() && *budget < (uint64_t(1) << 20))
+  // A bare number is bytes; a budget below 1 MiB is surely a missing unit
+  // (or, with a unit, too small to hold any model).
+  if (!memory.empty() && *budget < (uint64_t(1) << 20)) {
+    const bool bare =
+        memory.getValue().find_first_not_of("0123456789") == std::string::npos;
     return usageError("--memory '" + memory + "' is " +
-                      std::to_string(*budget) +
-                      " bytes; give a unit (e.g. 80GiB, 141GB)");
+                      std::to_string(*budget) + " bytes; " +
+                      (bare ? "give a unit (e.g. 80GiB, 141GB)"
+                            : "a device needs at least 1 MiB (e.g. 80GiB, "
+                              "141GB)"));
+  }
 
   ckpt::Diagnostics diags;
   std::optional<ckpt::ModelConfig> config =

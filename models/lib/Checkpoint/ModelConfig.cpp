@@ -325,8 +325,25 @@ msac::ckpt::parseModelConfig(const std::string &configText,
   }
   Fields f(*text, textPath, file, diags);
 
-  if (std::optional<std::string> type = f.string("model_type"))
+  if (std::optional<std::string> type = f.string("model_type")) {
     config.modelType = *type;
+    // The MiniMax-M3 family's model types (msa-m3-spec.md §1.2):
+    // minimax_m3 (text), minimax_m3_vl (the wrapper).
+    if (type->rfind("minimax_m3", 0) != 0)
+      diags.warning(file,
+                    (textPath.empty() ? "" : textPath + ".") + "model_type",
+                    "is '" + *type +
+                        "', not a MiniMax-M3-family type (minimax_m3...); "
+                        "msac reads this config as MiniMax-M3, so another "
+                        "architecture would compile into a wrong model");
+  }
+  if (config.multimodalWrapper)
+    if (std::optional<std::string> type = top.string("model_type");
+        type && type->rfind("minimax_m3", 0) != 0)
+      diags.warning(file, "model_type",
+                    "is '" + *type +
+                        "', not a MiniMax-M3-family type (minimax_m3_vl); "
+                        "msac reads this config as MiniMax-M3");
   if (!config.multimodalWrapper)
     if (const json *arch = f.get("architectures"))
       if (arch->is_array() && !arch->empty() && (*arch)[0].is_string())
