@@ -333,13 +333,17 @@ int generate(const std::string &path, const GenerateOptions &g) {
   req.sampling = g.sampling;
   req.stopAtEos = !g.ignoreEos;
   int64_t context = static_cast<int64_t>(req.prompt.size()) + g.maxTokens;
-  if (std::string e = checkContext(*a, 1, context, g.chunk); !e.empty())
+  // One request: no step holds more tokens than the prompt, so activations
+  // are sized for min(--chunk-size, prompt) tokens.
+  const int64_t stepTokens = std::max<int64_t>(
+      1, std::min<int64_t>(g.chunk, static_cast<int64_t>(req.prompt.size())));
+  if (std::string e = checkContext(*a, 1, context, stepTokens); !e.empty())
     return fail(e);
   std::unique_ptr<Executor> executor =
-      makeExecutor(*a, instanceOptions(*a, 1, context, g.chunk), g.device);
+      makeExecutor(*a, instanceOptions(*a, 1, context, stepTokens), g.device);
   if (!executor)
     return 1;
-  Engine engine(*a, *executor, g.chunk);
+  Engine engine(*a, *executor, stepTokens);
   std::vector<RequestResult> results;
   std::cout << g.prompt << std::flush;
   std::string pending;
