@@ -155,31 +155,31 @@ public:
 
   /// A constant FP32 table in global memory, as a generic pointer.
   Value constantTable(ArrayRef<float> values) {
-    OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
-    std::string sym = name + "_table" + std::to_string(sharedArrays++);
-    auto type =
-        RankedTensorType::get({static_cast<int64_t>(values.size())}, k.f32);
-    auto global = LLVM::GlobalOp::create(
-        gb, k.loc, LLVM::LLVMArrayType::get(k.f32, values.size()),
-        /*isConstant=*/true, LLVM::Linkage::Internal, sym,
-        DenseElementsAttr::get(type, values), /*alignment=*/16,
-        /*addrSpace=*/1);
-    Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
-    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
+    return constantGlobal(k.f32, values.size(), [&](RankedTensorType type) {
+      return DenseElementsAttr::get(type, values);
+    });
   }
 
   /// A constant i32 table in global memory (16-byte aligned), as a generic
   /// pointer.
   Value constantWords(ArrayRef<int32_t> values) {
+    return constantGlobal(k.i32, values.size(), [&](RankedTensorType type) {
+      return DenseElementsAttr::get(type, values);
+    });
+  }
+
+  /// A constant global array of `n` `elem` (16-byte aligned) holding
+  /// `init(tensor<n x elem>)`, as a generic pointer.
+  Value
+  constantGlobal(Type elem, size_t n,
+                 llvm::function_ref<DenseElementsAttr(RankedTensorType)> init) {
     OpBuilder gb = OpBuilder::atBlockEnd(globals.getBody());
     std::string sym = name + "_table" + std::to_string(sharedArrays++);
-    auto type =
-        RankedTensorType::get({static_cast<int64_t>(values.size())}, k.i32);
+    auto type = RankedTensorType::get({static_cast<int64_t>(n)}, elem);
     auto global = LLVM::GlobalOp::create(
-        gb, k.loc, LLVM::LLVMArrayType::get(k.i32, values.size()),
-        /*isConstant=*/true, LLVM::Linkage::Internal, sym,
-        DenseElementsAttr::get(type, values), /*alignment=*/16,
-        /*addrSpace=*/1);
+        gb, k.loc, LLVM::LLVMArrayType::get(elem, n),
+        /*isConstant=*/true, LLVM::Linkage::Internal, sym, init(type),
+        /*alignment=*/16, /*addrSpace=*/1);
     Value addr = LLVM::AddressOfOp::create(k.b, k.loc, global);
     return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, addr);
   }

@@ -375,6 +375,30 @@ bool CudaModel::enqueue(const std::vector<Step> &schedule,
   return true;
 }
 
+bool CudaModel::captureGraph(const std::vector<Step> &schedule,
+                             const std::vector<Launch> &launches,
+                             const std::string &what, void *&graphOut,
+                             std::string &error) {
+  constexpr int kCaptureRelaxed = 2;
+  CUresult rc = driver->cuStreamBeginCapture(stream, kCaptureRelaxed);
+  if (rc != 0) {
+    error = "cuStreamBeginCapture: " + driver->describe(rc);
+    return false;
+  }
+  std::string launchError;
+  bool ok = enqueue(schedule, launches, launchError);
+  graphOut = nullptr;
+  rc = driver->cuStreamEndCapture(stream, &graphOut);
+  if (ok && rc == 0)
+    return true;
+  error = !ok ? "capturing " + what + " as a CUDA graph: " + launchError
+              : "cuStreamEndCapture: " + driver->describe(rc);
+  if (graphOut)
+    driver->cuGraphDestroy(graphOut);
+  graphOut = nullptr;
+  return false;
+}
+
 bool CudaModel::timeRangeInGraph(size_t first, size_t last, int reps,
                                  double &us, std::string &error) {
   const std::vector<Step> &all = art.prefillSchedule();
@@ -394,25 +418,13 @@ bool CudaModel::timeRangeInGraph(size_t first, size_t last, int reps,
       steps.push_back(all[i]);
       launches.push_back(stepLaunches[i]);
     }
-  constexpr int kCaptureRelaxed = 2;
-  CUresult rc = driver->cuStreamBeginCapture(stream, kCaptureRelaxed);
-  if (rc != 0) {
-    error = "cuStreamBeginCapture: " + driver->describe(rc);
-    return false;
-  }
-  std::string launchError;
-  bool ok = enqueue(steps, launches, launchError);
   void *rangeGraph = nullptr, *exec = nullptr;
-  rc = driver->cuStreamEndCapture(stream, &rangeGraph);
-  if (!ok || rc != 0) {
-    error = !ok ? "capturing launches " + std::to_string(first) + ":" +
-                      std::to_string(last) + ": " + launchError
-                : "cuStreamEndCapture: " + driver->describe(rc);
-    if (rangeGraph)
-      driver->cuGraphDestroy(rangeGraph);
+  if (!captureGraph(steps, launches,
+                    "launches " + std::to_string(first) + ":" +
+                        std::to_string(last),
+                    rangeGraph, error))
     return false;
-  }
-  rc = driver->cuGraphInstantiateWithFlags(&exec, rangeGraph, 0);
+  CUresult rc = driver->cuGraphInstantiateWithFlags(&exec, rangeGraph, 0);
   void *start = nullptr, *stop = nullptr;
   if (rc == 0)
     rc = driver->cuEventCreate(&start, 0);
@@ -456,24 +468,10 @@ bool CudaModel::launchGraph(std::string &error) {
   // with the same grid and block whatever the step, so one captured step
   // serves every step.
   if (!graphExec) {
-    constexpr int kCaptureRelaxed = 2;
-    CUresult rc = driver->cuStreamBeginCapture(stream, kCaptureRelaxed);
-    if (rc != 0) {
-      error = "cuStreamBeginCapture: " + driver->describe(rc);
+    if (!captureGraph(art.prefillSchedule(), stepLaunches, "the step", graph,
+                      error))
       return false;
-    }
-    std::string launchError;
-    bool ok = enqueue(art.prefillSchedule(), stepLaunches, launchError);
-    rc = driver->cuStreamEndCapture(stream, &graph);
-    if (!ok) {
-      error = "capturing the step as a CUDA graph: " + launchError;
-      return false;
-    }
-    if (rc != 0) {
-      error = "cuStreamEndCapture: " + driver->describe(rc);
-      return false;
-    }
-    rc = driver->cuGraphInstantiateWithFlags(&graphExec, graph, 0);
+    CUresult rc = driver->cuGraphInstantiateWithFlags(&graphExec, graph, 0);
     if (rc != 0) {
       error = "cuGraphInstantiateWithFlags: " + driver->describe(rc);
       return false;

@@ -65,6 +65,12 @@ private:
   /// Enqueues `schedule` on the model's stream.
   bool enqueue(const std::vector<Step> &schedule,
                const std::vector<Launch> &launches, std::string &error);
+  /// Captures `schedule` enqueued on the model's stream into a new graph
+  /// (`graphOut`, destroyed by the caller); `what` names it in errors.
+  bool captureGraph(const std::vector<Step> &schedule,
+                    const std::vector<Launch> &launches,
+                    const std::string &what, void *&graphOut,
+                    std::string &error);
   /// Runs the step schedule as a CUDA graph (captured on first use) and
   /// waits.
   bool launchGraph(std::string &error);
