@@ -6,6 +6,8 @@
 
 #include "msac/Codegen/Artifact.h"
 
+#include "msac/Checkpoint/Checksum.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -160,6 +162,8 @@ std::string msac::writeArtifact(const std::string &dir,
          for (const ArtifactTarget &t : targets) {
            json::Object o{{"name", t.name},
                           {"kernels_file", t.kernelsFile},
+                          {"kernels_fnv1a64",
+                           ckpt::fileFnv1a64Hex(dir + "/" + t.kernelsFile)},
                           {"abi", "void(void **buffers, const int64_t "
                                   "*scalars /* T, N, MB */)"}};
            if (t.grid) {

@@ -6,6 +6,8 @@
 
 #include "msac/Runtime/Artifact.h"
 
+#include "msac/Checkpoint/Checksum.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -65,6 +67,19 @@ std::string checkSharedObject(const std::string &path) {
 }
 
 } // namespace
+
+std::string Target::checkKernels(const std::string &bytes) const {
+  if (kernelsChecksum.empty())
+    return "";
+  const std::string got = ckpt::fnv1a64Hex(bytes);
+  if (got == kernelsChecksum)
+    return "";
+  return kernelsPath + ": its checksum (FNV-1a " + got +
+         ") is not the manifest's (" + kernelsChecksum +
+         "): the file is damaged or the artifact folder mixes files of "
+         "different compiles; recompile the model into a fresh folder (msac "
+         "compile MODEL -o ARTIFACT)";
+}
 
 int64_t Buffer::elementBytes() const {
   if (dtype == "bf16" || dtype == "f16")
@@ -170,6 +185,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       Target target;
       target.name = t.at("name").get<std::string>();
       target.kernelsPath = dir + "/" + t.at("kernels_file").get<std::string>();
+      target.kernelsChecksum = t.value("kernels_fnv1a64", std::string());
       if (t.contains("launch")) {
         const json &launch = t.at("launch");
         target.grid = launch.at("grid").get<int64_t>();
@@ -313,15 +329,32 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
         }
     }
 
+    // dlopen maps the file and faults on pages past its end: check that a
+    // (say, partly copied) shared object holds what its headers describe.
+    if (!libPath.empty())
+      if (std::string e = checkSharedObject(libPath); !e.empty()) {
+        error = e;
+        return nullptr;
+      }
+    // Every target's kernels file that is present must be the one this
+    // manifest was written with (a missing GPU file is reported when a GPU
+    // loads it).
+    for (const Target &t : a->targetList) {
+      std::ifstream in(t.kernelsPath, std::ios::binary);
+      if (!in)
+        continue;
+      std::string bytes((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+      if (std::string e = t.checkKernels(bytes); !e.empty()) {
+        error = e;
+        return nullptr;
+      }
+    }
+
     // Host kernels (a GPU-only artifact has none).
     if (libPath.empty())
       return a;
-    // dlopen maps the file and faults on pages past its end: check that a
-    // (say, partly copied) shared object holds what its headers describe.
-    if (std::string e = checkSharedObject(libPath); !e.empty()) {
-      error = e;
-      return nullptr;
-    }
+
     a->library = ::dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!a->library) {
       error = libPath + ": cannot load the host kernels: " + ::dlerror();

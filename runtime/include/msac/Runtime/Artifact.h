@@ -69,6 +69,12 @@ struct KernelLaunchShape {
 struct Target {
   std::string name;        ///< host-x86_64, sm_90a, sm_100a, ...
   std::string kernelsPath; ///< absolute path of the kernels file
+  /// The manifest's FNV-1a checksum of the kernels file (16 hex digits;
+  /// empty in artifacts written before it was recorded).
+  std::string kernelsChecksum;
+  /// "" when the kernels file's bytes match kernelsChecksum (or there is
+  /// none), else the error naming the file and the fix.
+  std::string checkKernels(const std::string &bytes) const;
   int64_t grid = 0, block = 0;
   /// GPU targets: the manifest's `launch.kernels`, one per kernel of the
   /// manifest's kernel list, in that order.
