@@ -313,6 +313,26 @@ loadModel(const std::string &dir, const char *verb,
   return model;
 }
 
+/// Warns when the checkpoint names the KV-cache format it was calibrated
+/// for (ModelOpt `kv_cache_quant_algo`) and --kv-cache-dtype differs.
+void noteCheckpointKVFormat(const ckpt::ModelConfig &config,
+                            ckpt::CacheDType kv) {
+  std::string algo = config.quantization.kvCacheAlgorithm;
+  for (char &c : algo)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (algo.empty() || algo == ckpt::cacheDTypeName(kv))
+    return;
+  std::string flag = algo == "fp8" || algo == "nvfp4"
+                         ? "pass --kv-cache-dtype " + algo + " to follow it"
+                         : "msac's KV caches are bf16, fp8 or nvfp4";
+  WithColor::warning(errs(), "msac")
+      << config.quantization.source << ": kv_cache_quant_algo is "
+      << config.quantization.kvCacheAlgorithm
+      << " (the KV-cache format the checkpoint was calibrated for), but the "
+         "KV cache is "
+      << ckpt::cacheDTypeName(kv) << "; " << flag << "\n";
+}
+
 int runImport() {
   if (!checkModelDir(importDir))
     return 1;
@@ -328,6 +348,7 @@ int runImport() {
   if (!model)
     return 1;
   std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
+  noteCheckpointKVFormat(*model->config, *kv);
   if (!problem.empty())
     return usageError(importDir + "/config.json: " + problem);
 
@@ -431,6 +452,7 @@ int runCompile() {
   if (!model)
     return 1;
   std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
+  noteCheckpointKVFormat(*model->config, *kv);
   if (!problem.empty())
     return usageError(compileDir + "/config.json: " + problem);
   progress(2, steps, "importing the model to the msa dialect");
@@ -620,6 +642,7 @@ int runPlan() {
     return 1;
   }
   std::string problem = ckpt::checkCacheDTypes(*config, *kv, *index);
+  noteCheckpointKVFormat(*config, *kv);
   if (!problem.empty())
     return usageError(planDir + "/config.json: " + problem);
   if (maxSeqLen > 0 && config->maxPositionEmbeddings &&

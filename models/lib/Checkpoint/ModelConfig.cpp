@@ -248,6 +248,8 @@ void readQuantizationConfig(const json &object, const std::string &path,
   if (*method == "modelopt") {
     q.method = QuantMethod::ModelOpt;
     q.algorithm = f.string("quant_algo").value_or("");
+    if (const json *kv = f.get("kv_cache_quant_algo"); kv && kv->is_string())
+      q.kvCacheAlgorithm = kv->get<std::string>();
   } else if (*method == "compressed-tensors") {
     q.method = QuantMethod::CompressedTensors;
     q.algorithm = f.string("format").value_or("");
@@ -671,6 +673,10 @@ msac::ckpt::parseModelConfig(const std::string &configText,
         config.quantization.method = QuantMethod::ModelOpt;
         config.quantization.algorithm = (*q)["quant_algo"].get<std::string>();
         config.quantization.source = hfFile;
+        if (q->contains("kv_cache_quant_algo") &&
+            (*q)["kv_cache_quant_algo"].is_string())
+          config.quantization.kvCacheAlgorithm =
+              (*q)["kv_cache_quant_algo"].get<std::string>();
       }
     }
   }

@@ -60,6 +60,9 @@ struct QuantizationConfig {
   std::vector<int64_t> weightBlockSize;
   /// Where the method was read from (config.json or hf_quant_config.json).
   std::string source;
+  /// ModelOpt `kv_cache_quant_algo` (e.g. FP8, NVFP4: the KV-cache format
+  /// the checkpoint was calibrated for); empty when absent or null.
+  std::string kvCacheAlgorithm;
 };
 
 const char *quantMethodName(QuantMethod method);
