@@ -71,6 +71,18 @@ TEST(Safetensors, B43OffsetsMustMatchShapeTimesDType) {
   EXPECT_EQ(diags.all()[0].subject, "tensor 'w'");
 }
 
+// A shape whose byte count exceeds 64 bits is reported with its full size
+// (2^62 x 4 BF16 values = 2^65 bytes), not a wrapped one.
+TEST(Safetensors, ByteCountBeyond64Bits) {
+  Diagnostics diags;
+  EXPECT_FALSE(parse(safetensorsBytes(
+                         R"({"w":{"dtype":"BF16","shape":[4611686018427387904,4],"data_offsets":[0,4]}})",
+                         std::string(4, '\0')),
+                     diags));
+  EXPECT_TRUE(diags.contains("needs 36893488147419103232 bytes"))
+      << errorsOf(diags);
+}
+
 // B43 (b): valid offsets, file truncated to 82 bytes.
 TEST(Safetensors, B43TruncatedFile) {
   std::string header =

@@ -161,11 +161,15 @@ static void parseEntry(const std::string &file, const std::string &name,
   }
   unsigned __int128 expected = bits / 8;
   if (expected != info.numBytes()) {
+    // The byte count of a large shape may exceed 64 bits: print all of it.
+    std::string needs;
+    for (unsigned __int128 v = expected; needs.empty() || v; v /= 10)
+      needs.insert(needs.begin(), static_cast<char>('0' + int(v % 10)));
     diags.error(file, subject,
                 "data_offsets span " + std::to_string(info.numBytes()) +
                     " bytes but shape " + shapeString(info.shape) + " of " +
-                    std::string(dtypeName(info.dtype)) + " needs " +
-                    std::to_string(static_cast<uint64_t>(expected)) + " bytes");
+                    std::string(dtypeName(info.dtype)) + " needs " + needs +
+                    " bytes");
     return;
   }
   header.tensors.push_back(std::move(info));
