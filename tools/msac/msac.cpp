@@ -121,7 +121,23 @@ static cl::opt<std::string>
                 cl::init("/usr/local/cuda"), cl::sub(compileCommand),
                 cl::cat(msacCategory));
 enum class EmitStage { Msa, Kernels, LLVM, PTX, Artifact };
-static cl::opt<EmitStage>
+/// cl::parser for --emit whose error lists the stages (LLVM's names none).
+struct EmitStageParser : cl::parser<EmitStage> {
+  using cl::parser<EmitStage>::parser;
+  bool parse(cl::Option &option, StringRef name, StringRef arg,
+             EmitStage &value) {
+    std::string names;
+    for (unsigned i = 0, e = getNumOptions(); i != e; ++i) {
+      if (getOption(i) == arg) {
+        value = Values[i].V.getValue();
+        return false;
+      }
+      names += (names.empty() ? "" : ", ") + getOption(i).str();
+    }
+    return option.error("'" + arg + "' is not a stage; use one of " + names);
+  }
+};
+static cl::opt<EmitStage, false, EmitStageParser>
     emit("emit", cl::desc("Stop after a stage and print its IR"),
          cl::values(clEnumValN(EmitStage::Msa, "msa", "the imported msa IR"),
                     clEnumValN(EmitStage::Kernels, "kernels",
