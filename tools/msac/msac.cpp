@@ -38,6 +38,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -205,11 +206,19 @@ std::optional<ckpt::CacheDType> cacheDType(const cl::opt<std::string> &flag) {
 /// Checks that `dir` may receive a new artifact: absent, empty, or an
 /// earlier artifact (one holding manifest.json), which commitArtifact
 /// replaces whole once the new one is complete. Refuses a non-empty folder
-/// that is not an artifact, and a file. Returns 0 or the exit code after
+/// that is not an artifact, a file, and a path whose parent folder does
+/// not exist. Returns 0 or the exit code after
 /// printing the error.
 int checkArtifactDir(const std::string &dir) {
-  if (!sys::fs::exists(dir))
+  if (!sys::fs::exists(dir)) {
+    // Like other compilers' -o: the folder it goes into must exist.
+    StringRef parent = sys::path::parent_path(dir);
+    if (!parent.empty() && !sys::fs::is_directory(parent))
+      return usageError("-o " + dir + ": the folder " + parent.str() +
+                        " does not exist; create it first or choose another "
+                        "-o");
     return 0;
+  }
   if (!sys::fs::is_directory(dir))
     return usageError("-o " + dir +
                       " is a file; the artifact is a folder, choose another "
