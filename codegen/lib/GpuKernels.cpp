@@ -2711,6 +2711,33 @@ struct PrologueBuffers {
       cache[PrologueShape::kKinds], out[PrologueShape::kKinds];
 };
 
+/// Where the prologue writes token `t`'s row of branch `kind` (local head
+/// `head`): q / index_q rows of their activations, or the k / v / index_k
+/// cache slot at (block_table[seq, p / page], p % page); `at` is the
+/// element offset of the row's first channel in `base`, `type` the stored
+/// element type.
+struct PrologueRow {
+  Value base, at;
+  Type type;
+};
+PrologueRow prologueRow(GK &g, const PrologueShape &s, const PrologueBuffers &b,
+                        int kind, Value head, Value t) {
+  KB &k = g.k;
+  if (kind == PrologueShape::Q || kind == PrologueShape::IQ)
+    return {b.out[kind],
+            k.imul(k.iadd(k.imul(t, k.c(s.heads[kind])), head), k.c(kTileN)),
+            s.act};
+  msa::PagedCacheType type = kind == PrologueShape::IK
+                                 ? s.op.getIndexCache().getType()
+                                 : s.op.getKeyCache().getType();
+  Value p = k.loadIndex(b.pos, t);
+  Value phys = pageOf(k, b.table, k.loadIndex(b.seqs, t),
+                      k.idiv(p, k.c(type.getPageSize())));
+  return {b.cache[kind],
+          cacheOffset(k, phys, head, k.irem(p, k.c(type.getPageSize())), type),
+          type.getElementType()};
+}
+
 /// The epilogue of one (64-token tile at row0, head) item of branch `kind`
 /// (local head `head`), from this thread's values in the wgmma accumulator
 /// layout (`value(i)`: the FP32 projection of accumulatorRow(i, tid),
@@ -2768,24 +2795,9 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
       }
     }
     k.ifThen(valid, [&] {
-      Value dst, target = b.out[kind];
-      Type te = s.act;
-      if (kind == PrologueShape::Q || kind == PrologueShape::IQ) {
-        dst = k.imul(k.iadd(k.imul(t, k.c(s.heads[kind])), head), k.c(d));
-      } else {
-        msa::PagedCacheType type = kind == PrologueShape::IK
-                                       ? op.getIndexCache().getType()
-                                       : op.getKeyCache().getType();
-        Value p = k.loadIndex(b.pos, t);
-        Value phys = pageOf(k, b.table, k.loadIndex(b.seqs, t),
-                            k.idiv(p, k.c(type.getPageSize())));
-        dst = cacheOffset(k, phys, head, k.irem(p, k.c(type.getPageSize())),
-                          type);
-        target = b.cache[kind];
-        te = type.getElementType();
-      }
+      PrologueRow row = prologueRow(g, s, b, kind, head, t);
       for (size_t i = 0; i < vals.size(); ++i)
-        k.storeF(target, k.iadd(dst, cols[i]), vals[i], te);
+        k.storeF(row.base, k.iadd(row.at, cols[i]), vals[i], row.type);
     });
   }
 }
@@ -2852,23 +2864,9 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
       vals[e] = k.select(low, ra, k.select(high, rb, vals[e]));
     }
   }
-  Value dst, target = b.out[kind];
-  Type te = s.act;
-  if (kind == PrologueShape::Q || kind == PrologueShape::IQ) {
-    dst = k.imul(k.iadd(k.imul(t, k.c(s.heads[kind])), head), k.c(d));
-  } else {
-    msa::PagedCacheType type = kind == PrologueShape::IK
-                                   ? op.getIndexCache().getType()
-                                   : op.getKeyCache().getType();
-    Value p = k.loadIndex(b.pos, t);
-    Value phys = pageOf(k, b.table, k.loadIndex(b.seqs, t),
-                        k.idiv(p, k.c(type.getPageSize())));
-    dst = cacheOffset(k, phys, head, k.irem(p, k.c(type.getPageSize())), type);
-    target = b.cache[kind];
-    te = type.getElementType();
-  }
+  PrologueRow row = prologueRow(g, s, b, kind, head, t);
   for (int64_t e = 0; e < 4; ++e)
-    k.storeF(target, k.iadd(dst, k.iadd(c0, k.c(e))), vals[e], te);
+    k.storeF(row.base, k.iadd(row.at, k.iadd(c0, k.c(e))), vals[e], row.type);
 }
 
 /// Fewest tokens of a step for which the prologue takes the fused tile
