@@ -793,19 +793,11 @@ int64_t ProgramBuilder::dequantized(Value v) {
         "msac_k" + std::to_string(program.kernelNames.size()) + "_dequantize";
     kernelByKey[key] = launch.kernel;
     program.kernelNames.push_back(launch.kernel);
-    OpBuilder &b = *kb;
-    Location loc = v.getLoc();
-    auto ptrT = LLVM::LLVMPointerType::get(b.getContext());
-    auto fn = func::FuncOp::create(b, loc, launch.kernel,
-                                   b.getFunctionType({ptrT, ptrT}, {}));
-    Block *entry = fn.addEntryBlock();
-    OpBuilder body(entry, entry->end());
-    KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
-    k.entry = entry;
-    dequantizeKernel(k, q, type.getShape(), dataType, scaleType,
-                     static_cast<bool>(p.global), p.invertGlobal,
-                     scalePerMatrix, globalPerMatrix);
-    func::ReturnOp::create(body, loc);
+    emitKernelFunction(*kb, v.getLoc(), launch.kernel, [&](KB &k) {
+      dequantizeKernel(k, q, type.getShape(), dataType, scaleType,
+                       static_cast<bool>(p.global), p.invertGlobal,
+                       scalePerMatrix, globalPerMatrix);
+    });
   }
   program.init.push_back(launch);
   return p.dequantized;
@@ -890,53 +882,39 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
 
   OpBuilder &b = *kb;
   Location loc = op->getLoc();
-  auto ptrT = LLVM::LLVMPointerType::get(b.getContext());
-  auto fn =
-      func::FuncOp::create(b, loc, name, b.getFunctionType({ptrT, ptrT}, {}));
-  Block *entry = fn.addEntryBlock();
-  OpBuilder body(entry, entry->end());
-  KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
-  k.entry = entry;
-  TypeSwitch<Operation *>(op)
-      .Case([&](msa::EmbeddingOp o) { embeddingKernel(k, o); })
-      .Case([&](msa::RMSNormOp o) { rmsNormKernel(k, o); })
-      .Case([&](msa::LinearOp o) { linearKernel(k, o); })
-      .Case([&](msa::RoPEOp o) { ropeKernel(k, o); })
-      .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(k, o); })
-      .Case([&](msa::AttentionPrologueOp o) { attentionPrologueKernel(k, o); })
-      .Case([&](msa::IndexScoreOp o) { indexScoreKernel(k, o); })
-      .Case([&](msa::BlockTopKOp o) { blockTopKKernel(k, o); })
-      .Case([&](msa::SparseAttentionOp o) { sparseAttentionKernel(k, o); })
-      .Case([&](msa::DenseAttentionOp o) { denseAttentionKernel(k, o); })
-      .Case([&](msa::SwiGLUOp o) { swigluKernel(k, o); })
-      .Case([&](msa::MoERouterOp o) { moeRouterKernel(k, o); })
-      .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(k, o); })
-      .Case([&](msa::LogitsOp o) { logitsKernel(k, o); })
-      .Case([&](arith::AddFOp o) { addKernel(k, o); });
-  func::ReturnOp::create(body, loc);
-
-  for (int64_t part = 1; part < parts; ++part) {
-    auto empty = func::FuncOp::create(b, loc, partName(name, part),
-                                      b.getFunctionType({ptrT, ptrT}, {}));
-    OpBuilder at(empty.addEntryBlock(), empty.getBody().front().end());
-    func::ReturnOp::create(at, loc);
-  }
+  emitKernelFunction(b, loc, name, [&](KB &k) {
+    TypeSwitch<Operation *>(op)
+        .Case([&](msa::EmbeddingOp o) { embeddingKernel(k, o); })
+        .Case([&](msa::RMSNormOp o) { rmsNormKernel(k, o); })
+        .Case([&](msa::LinearOp o) { linearKernel(k, o); })
+        .Case([&](msa::RoPEOp o) { ropeKernel(k, o); })
+        .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(k, o); })
+        .Case(
+            [&](msa::AttentionPrologueOp o) { attentionPrologueKernel(k, o); })
+        .Case([&](msa::IndexScoreOp o) { indexScoreKernel(k, o); })
+        .Case([&](msa::BlockTopKOp o) { blockTopKKernel(k, o); })
+        .Case([&](msa::SparseAttentionOp o) { sparseAttentionKernel(k, o); })
+        .Case([&](msa::DenseAttentionOp o) { denseAttentionKernel(k, o); })
+        .Case([&](msa::SwiGLUOp o) { swigluKernel(k, o); })
+        .Case([&](msa::MoERouterOp o) { moeRouterKernel(k, o); })
+        .Case([&](msa::MoEExpertsOp o) { moeExpertsKernel(k, o); })
+        .Case([&](msa::LogitsOp o) { logitsKernel(k, o); })
+        .Case([&](arith::AddFOp o) { addKernel(k, o); });
+  });
+  // The host runs every part in part 0; the other parts are empty.
+  for (int64_t part = 1; part < parts; ++part)
+    emitKernelFunction(b, loc, partName(name, part), [](KB &) {});
 
   // The GPU bodies; a second one for targets with warpgroup MMA where it
   // differs (its shared arrays get distinct names).
   auto emitGpuBodies = [&](ModuleOp into, bool wgmma) {
     for (int64_t part = 0; part < parts; ++part) {
       OpBuilder gb = OpBuilder::atBlockEnd(into.getBody());
-      auto gfn = func::FuncOp::create(gb, loc, partName(name, part),
-                                      gb.getFunctionType({ptrT, ptrT}, {}));
-      Block *gentry = gfn.addEntryBlock();
-      OpBuilder gbody(gentry, gentry->end());
-      KB gk(gbody, loc, gentry->getArgument(0), gentry->getArgument(1));
-      gk.entry = gentry;
-      emitGpuKernel(gk, op, into,
-                    partName(name, part) + (wgmma ? "_wgmma" : ""), kGpuThreads,
-                    part, wgmma, wgmma && wideTiles);
-      func::ReturnOp::create(gbody, loc);
+      emitKernelFunction(gb, loc, partName(name, part), [&](KB &gk) {
+        emitGpuKernel(gk, op, into,
+                      partName(name, part) + (wgmma ? "_wgmma" : ""),
+                      kGpuThreads, part, wgmma, wgmma && wideTiles);
+      });
     }
   };
   if (gpu)

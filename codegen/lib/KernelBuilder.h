@@ -15,6 +15,7 @@
 #include "msac/Dialect/MSA/IR/MSAOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -292,6 +293,24 @@ public:
   Block *entry = nullptr;
   Type f32, i32, i16, i64, ptrT;
 };
+
+/// Creates kernel function `name` `(ptr buffers, ptr scalars)` at `b`'s
+/// insertion point and fills it with `body` (given a KB on its entry block),
+/// then the return.
+inline func::FuncOp emitKernelFunction(OpBuilder &b, Location loc,
+                                       StringRef name,
+                                       llvm::function_ref<void(KB &)> body) {
+  auto ptrT = LLVM::LLVMPointerType::get(b.getContext());
+  auto fn =
+      func::FuncOp::create(b, loc, name, b.getFunctionType({ptrT, ptrT}, {}));
+  Block *entry = fn.addEntryBlock();
+  OpBuilder at(entry, entry->end());
+  KB k(at, loc, entry->getArgument(0), entry->getArgument(1));
+  k.entry = entry;
+  body(k);
+  func::ReturnOp::create(at, loc);
+  return fn;
+}
 
 /// Element type of the buffer that holds `v`: a block-scaled value is
 /// dequantized to an FP32 buffer once, when the model is loaded.

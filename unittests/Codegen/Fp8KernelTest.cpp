@@ -79,15 +79,7 @@ public:
     Location loc = b.getUnknownLoc();
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
     b.setInsertionPointToEnd(module->getBody());
-    auto ptrT = LLVM::LLVMPointerType::get(&ctx);
-    auto fn =
-        func::FuncOp::create(b, loc, name, b.getFunctionType({ptrT, ptrT}, {}));
-    Block *entry = fn.addEntryBlock();
-    OpBuilder body(entry, entry->end());
-    KB k(body, loc, entry->getArgument(0), entry->getArgument(1));
-    k.entry = entry;
-    emit(k);
-    func::ReturnOp::create(body, loc);
+    emitKernelFunction(b, loc, name, emit);
     if (failed(lowerKernelsToLLVM(*module))) {
       ADD_FAILURE() << "lowering " << name << " failed";
       return;
