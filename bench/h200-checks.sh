@@ -30,13 +30,6 @@
 #                     and index_score, bf16 vs FP8 vs NVFP4, time ratios next
 #                     to byte ratios (bench/caches_report.py; JSON in
 #                     OUT/caches-*.json; about 3 minutes)
-#          wide       the --wgmma-wide-tiles artifacts: tinyw.msa against the
-#                     reference; m3w.msa's launches and layers against
-#                     PyTorch at decode 1 and 64 and prefill 2 x 256 and
-#                     2 x 2,048 (the 256-thread warp path, the per-warpgroup
-#                     64-token tiles at 64 tokens, the two-warpgroup tile in
-#                     prefill); m3fw.msa's layers at decode 64 and the two
-#                     prefill chunks
 #          gemm       bench/gemm_bench.py: every linear's and the fused
 #                     prologue's time and TFLOP/s, one-warpgroup against
 #                     wide tiles, at 64-4,096 tokens
@@ -144,26 +137,16 @@ fi
 # gets one line (PASS / FAIL rows) and the failing rows.
 quiet_check() {
   check "$@" > "$RESULTS/check-$1.txt" 2>&1
-  echo "$1: $(grep -c 'PASS' "$RESULTS/check-$1.txt") PASS, $(grep -c 'FAIL' \
+  # Table rows end in "| PASS ... |" or "| FAIL ... |"; the bounds line also
+  # says FAIL, so count table rows only.
+  echo "$1: $(grep -c '| PASS' "$RESULTS/check-$1.txt") PASS, $(grep -c '| FAIL' \
     "$RESULTS/check-$1.txt") FAIL"
-  grep -E 'FAIL|rror' "$RESULTS/check-$1.txt" | head -5
+  grep -E '\| FAIL|rror' "$RESULTS/check-$1.txt" | head -5
 }
-if [[ $PARTS == *,wide,* ]]; then
-  timeout 150 ./msac-host-check tinyw.msa tiny --quick --device cuda 2>&1 \
-    | tee "$RESULTS/tinyw-check.txt" | tail -3
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  quiet_check wide-decode-1x8192 1 8192 0 yes m3w.msa
-  quiet_check wide-decode-64x8192 64 8192 0 yes m3w.msa
-  quiet_check wide-prefill-2x256-8192 2 8192 256 yes m3w.msa
-  quiet_check wide-prefill-2x2048-8192 2 8192 2048 yes m3w.msa
-  quiet_check wide-fused-decode-64x8192 64 8192 0 no m3fw.msa
-  quiet_check wide-fused-prefill-2x256-8192 2 8192 256 no m3fw.msa
-  quiet_check wide-fused-prefill-2x2048-8192 2 8192 2048 no m3fw.msa
-fi
 if [[ $PARTS == *,gemm,* ]]; then
-  ./msac-run inspect m3w.msa | grep -A3 "^launch"
-  timeout 400 python3 "$BENCH/gemm_bench.py" --msac-run ./msac-run --base m3.msa --wide m3w.msa \
-    --base-fused m3f.msa --wide-fused m3fw.msa --out "$RESULTS/gemm.json" 2>&1 | tail -40
+  ./msac-run inspect m3.msa | grep -A3 "^launch"
+  timeout 400 python3 "$BENCH/gemm_bench.py" --msac-run ./msac-run --base m3n.msa --wide m3.msa \
+    --base-fused m3fn.msa --wide-fused m3f.msa --out "$RESULTS/gemm.json" 2>&1 | tail -40
 fi
 if [[ $PARTS == *,engine,* ]]; then
   ./msac-run generate tiny.msa -p "The index branch" -n 24 --ignore-eos --device cuda | tail -2

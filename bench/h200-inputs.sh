@@ -8,8 +8,8 @@
 # `caches` part, the tiny and head-128 models with FP8 and NVFP4 KV and
 # index caches (tiny-fp8.msa, tiny-nvfp4.msa, h128-fp8.msa, h128-nvfp4.msa)
 # and m3.msa's twins with such caches (m3-fp8.msa, m3-nvfp4.msa).
-# The same three with --wgmma-wide-tiles (tinyw.msa, m3w.msa, m3fw.msa:
-# two-warpgroup tile GEMMs, h200-checks.sh parts wide and gemm).
+# m3.msa and m3f.msa with --wgmma-wide-tiles=false (m3n.msa, m3fn.msa:
+# one-warpgroup tile GEMMs, the baseline of h200-checks.sh part gemm).
 # Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +19,7 @@ CUDA=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$DIR"
 cd "$DIR"
 rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa \
-  tiny-fp8.msa tiny-nvfp4.msa h128-fp8.msa h128-nvfp4.msa m3-fp8.msa m3-nvfp4.msa tinyw.msa m3w.msa m3fw.msa
+  tiny-fp8.msa tiny-nvfp4.msa h128-fp8.msa h128-nvfp4.msa m3-fp8.msa m3-nvfp4.msa m3n.msa m3fn.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
 "$BIN/msac-synth" tiny
 "$BIN/msac-synth" nv --format nvfp4
@@ -45,11 +45,9 @@ for c in fp8 nvfp4; do
   "$BIN/msac" compile m3 -o m3-$c.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
     --kv-cache-dtype $c --index-cache-dtype $c
 done
-"$BIN/msac" compile tiny -o tinyw.msa --target host,sm_90a --cuda-toolkit "$CUDA" \
-  --wgmma-wide-tiles
-"$BIN/msac" compile m3 -o m3w.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
-  --wgmma-wide-tiles
-"$BIN/msac" compile m3 -o m3fw.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
-  --fuse-attention-prologue --wgmma-wide-tiles
+"$BIN/msac" compile m3 -o m3n.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+  --wgmma-wide-tiles=false
+"$BIN/msac" compile m3 -o m3fn.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+  --fuse-attention-prologue --wgmma-wide-tiles=false
 rm -rf m3
 du -sh .

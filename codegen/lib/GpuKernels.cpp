@@ -2205,9 +2205,13 @@ void linearTileKernel(GK &g, Operation *op, Value T, Value ring = Value(),
 }
 
 /// Warpgroup tid / 128 of g's CTA (wgmma::kWideThreads threads) as a CTA
-/// of its own: 128 threads (tid % 128, warps tid / 32 % 4), CTA 2 ctaId +
-/// warpgroup of 2 numCtas, synchronized by named barrier 1 + warpgroup.
-/// Kernels built on it must not use g's CTA barrier or shared arrays.
+/// of its own: 128 threads (tid % 128, warps tid / 32 % 4), CTA warpgroup
+/// numCtas + ctaId of 2 numCtas, synchronized by named barrier 1 +
+/// warpgroup. The first numCtas virtual CTAs are the first warpgroups of
+/// all CTAs, so a round of fewer items than CTAs spreads over the SMs
+/// rather than pairing up on half of them (with CTA 2 ctaId + warpgroup,
+/// M3's o_proj at 64 tokens ran 1.85x slower). Kernels built on it must
+/// not use g's CTA barrier or shared arrays.
 std::unique_ptr<GK> warpgroupView(GK &g) {
   KB &k = g.k;
   auto view =
@@ -2216,7 +2220,7 @@ std::unique_ptr<GK> warpgroupView(GK &g) {
   view->tid = k.irem(g.tid, k.c(wgmma::kThreads));
   view->warp = k.irem(g.warp, k.c(wgmma::kThreads / kWarp));
   view->lane = g.lane;
-  view->ctaId = k.iadd(k.imul(g.ctaId, k.c(wgmma::kWideWarpgroups)), wg);
+  view->ctaId = k.iadd(k.imul(wg, g.numCtas), g.ctaId);
   view->numCtas = k.imul(g.numCtas, k.c(wgmma::kWideWarpgroups));
   view->barrierId =
       arith::IndexCastOp::create(k.b, k.loc, k.i32, k.iadd(wg, k.c(1)));
@@ -2231,16 +2235,26 @@ std::unique_ptr<GK> warpgroupView(GK &g) {
 /// reads the weights half as often.
 constexpr int64_t kWideTileMinTokens = kTileM + 1;
 
+/// Fewest kWideTileM x kTileN items of a step for which a wide-tile kernel
+/// takes the wide tile; below it each warpgroup takes kTileM-token items
+/// (twice as many, spread over twice as many SMs). Measured on the H200
+/// (docs/perf.md, M3's projections at 64-4,096 tokens): at 16-32 wide
+/// items the wide tile ran 0.73-0.90x the speed of one-warpgroup tiles, at
+/// 48 and more 1.13-1.53x.
+constexpr int64_t kWideTileMinItems = 48;
+
 /// The body of a wide-tile kernel (g's CTA: wgmma::kWideThreads threads,
 /// wgmma::kWideSharedBytes of dynamic shared memory and
 /// wgmma::kWideCtasPerSM CTAs per SM, declared here) for a step of T
-/// tokens whose tile GEMM runs from `minTokens` tokens: from
-/// max(minTokens, kWideTileMinTokens) tokens tile(g, the dynamic shared
-/// memory, kWideWarpgroups, kWideStages); else from `minTokens` tokens
-/// each warpgroup on its own kTileM-token items, tile(warpgroupView(g),
-/// its kRingBytes half, 1, kStages); else small() on g's 256 threads.
+/// tokens whose tile GEMM of `n` output features runs from `minTokens`
+/// tokens: from max(minTokens, kWideTileMinTokens) tokens and
+/// kWideTileMinItems wide items (ceil(T / kWideTileM) ceil(n / kTileN))
+/// tile(g, the dynamic shared memory, kWideWarpgroups, kWideStages); else
+/// from `minTokens` tokens each warpgroup on its own kTileM-token items,
+/// tile(warpgroupView(g), its kRingBytes half, 1, kStages); else small()
+/// on g's 256 threads.
 void wideTileSwitch(
-    GK &g, Value T, int64_t minTokens,
+    GK &g, Value T, int64_t n, int64_t minTokens,
     const std::function<void(GK &, Value, int64_t, int64_t)> &tile,
     const std::function<void()> &small) {
   KB &k = g.k;
@@ -2248,8 +2262,12 @@ void wideTileSwitch(
                   wgmma::kWideCtasPerSM);
   Value smem = g.dynamicShared();
   Value tiled = k.icmp(CmpI::sge, T, k.c(minTokens));
-  Value wide =
-      k.icmp(CmpI::sge, T, k.c(std::max(minTokens, kWideTileMinTokens)));
+  // ceil(T / kWideTileM) >= ceil(kWideTileMinItems / nTiles).
+  const int64_t nTiles = (n + kTileN - 1) / kTileN;
+  const int64_t mItems = (kWideTileMinItems + nTiles - 1) / nTiles;
+  const int64_t wideMin = std::max(
+      {minTokens, kWideTileMinTokens, (mItems - 1) * wgmma::kWideTileM + 1});
+  Value wide = k.icmp(CmpI::sge, T, k.c(wideMin));
   g.ifElse(
       wide, {},
       [&]() -> SmallVector<Value> {
@@ -3285,7 +3303,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         const int64_t n = shapeOf(o->getOperand(logits ? 2 : 1))[0];
         if (wide) {
           wideTileSwitch(
-              g, rows, linearTileMinTokens(n),
+              g, rows, n, linearTileMinTokens(n),
               [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
                 linearTileKernel(tg, o, rows, ring, warpgroups, stages);
               },
@@ -3333,7 +3351,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         // tile path.
         if (wide) {
           wideTileSwitch(
-              g, T, prologueTileMinTokens(s),
+              g, T, s.totalHeads * kTileN, prologueTileMinTokens(s),
               [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
                 prologueTileKernel(tg, s, T, ring, warpgroups, stages);
               },

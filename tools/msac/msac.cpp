@@ -95,10 +95,10 @@ static cl::opt<bool> wideTiles(
     "wgmma-wide-tiles",
     cl::desc("sm_90a: run the tile GEMMs of msa.linear, the LM head and the "
              "fused attention prologue on CTAs of two warpgroups sharing the "
-             "weight tile (128-token tiles, dynamic shared memory); "
-             "experimental"),
-    cl::init(false), cl::Hidden, cl::sub(compileCommand),
-    cl::cat(msacCategory));
+             "weight tile (128-token tiles, dynamic shared memory) when a "
+             "step makes enough such tiles (default on; "
+             "--wgmma-wide-tiles=false keeps one-warpgroup tiles)"),
+    cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> stripWeights(
     "strip-weights",
     cl::desc("Leave the weights out of the artifact (weights.bin is not "

@@ -115,7 +115,7 @@ struct HostProgram {
 /// grid-stride loops of their host bodies (for bisecting GPU kernels).
 /// With `wideTiles` the wgmma bodies of msa.linear, msa.logits and the
 /// fused attention prologue use two warpgroups per CTA (GpuKernels.cpp,
-/// WgmmaLayout.h: the wide tile; opt-in until measured on the H200).
+/// WgmmaLayout.h: the wide tile; msac compile turns it on by default).
 mlir::FailureOr<HostProgram>
 buildHostProgram(mlir::ModuleOp module,
                  const std::vector<std::string> &genericGpuOps = {},
