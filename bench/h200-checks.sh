@@ -30,6 +30,11 @@
 #                     and index_score, bf16 vs FP8 vs NVFP4, time ratios next
 #                     to byte ratios (bench/caches_report.py; JSON in
 #                     OUT/caches-*.json; about 3 minutes)
+#          conformance  bench/gpu_conformance.py on conformance/: the
+#                     unit tests' FP8 / NVFP4 conversion kernels (E4M3
+#                     encode and decodes, the exhaustive NVFP4 -> E4M3
+#                     table, the NVFP4 -> bf16 cache decode) bit for bit
+#                     against LowPrecision.h's expectations
 #          gemm       bench/gemm_bench.py: every linear's and the fused
 #                     prologue's time and TFLOP/s, one-warpgroup against
 #                     wide tiles, at 64-4,096 tokens
@@ -143,6 +148,11 @@ quiet_check() {
     "$RESULTS/check-$1.txt") FAIL"
   grep -E '\| FAIL|rror' "$RESULTS/check-$1.txt" | head -5
 }
+if [[ $PARTS == *,conformance,* ]]; then
+  timeout 120 python3 "$BENCH/gpu_conformance.py" conformance 2>&1 \
+    | tee "$RESULTS/conformance.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 if [[ $PARTS == *,gemm,* ]]; then
   ./msac-run inspect m3.msa | grep -A3 "^launch"
   timeout 400 python3 "$BENCH/gemm_bench.py" --msac-run ./msac-run --base m3n.msa --wide m3.msa \

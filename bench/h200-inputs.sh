@@ -8,6 +8,7 @@
 # `caches` part, the tiny and head-128 models with FP8 and NVFP4 KV and
 # index caches (tiny-fp8.msa, tiny-nvfp4.msa, h128-fp8.msa, h128-nvfp4.msa)
 # and m3.msa's twins with such caches (m3-fp8.msa, m3-nvfp4.msa).
+# conformance/: msac-gpu-conformance's bundle (FP8 / NVFP4 conversions).
 # m3.msa and m3f.msa with --wgmma-wide-tiles=false (m3n.msa, m3fn.msa:
 # one-warpgroup tile GEMMs, the baseline of h200-checks.sh part gemm).
 # Usage: bench/h200-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
@@ -49,5 +50,9 @@ done
   --wgmma-wide-tiles=false
 "$BIN/msac" compile m3 -o m3fn.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
   --fuse-attention-prologue --wgmma-wide-tiles=false
+# The FP8 / NVFP4 conversion kernels of the unit tests for the GPU
+# (h200-checks.sh part conformance).
+rm -rf conformance
+"$BIN/msac-gpu-conformance" -o conformance --cuda-toolkit "$CUDA"
 rm -rf m3
 du -sh .

@@ -28,7 +28,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 tool_dirs = [config.msac_tools_dir, config.llvm_tools_dir]
-tools = ["msac", "msac-opt", "msac-run", "msac-synth", "MSACReferenceTests",
+tools = ["msac", "msac-opt", "msac-run", "msac-synth", "msac-gpu-conformance",
+         "MSACReferenceTests",
          "MSACRuntimeTests", "msac-host-check"]
 # The libFuzzer target exists only in clang builds.
 if os.path.exists(os.path.join(config.msac_tools_dir, "msac-safetensors-fuzzer")):

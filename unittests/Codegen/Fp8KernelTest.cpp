@@ -28,6 +28,7 @@
 #include "../../codegen/lib/CacheDecode.h"
 #include "../../codegen/lib/KernelBuilder.h"
 #include "../Nvfp4CacheCases.h"
+#include "ConversionKernels.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Numerics/LowPrecision.h"
 
@@ -50,16 +51,12 @@
 using namespace mlir;
 using namespace msac;
 using namespace msac::kernels;
+using namespace msac::kernels::testing;
 
 namespace {
 
 using Kernel = void (*)(void **, const int64_t *);
 
-float bitsToFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 uint32_t floatToBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -112,82 +109,13 @@ private:
   std::string soPath;
 };
 
-/// The body of `fp8`: buffers are in (f32[n]), out (f8[n]), bytes
-/// (f8[256]), decoded (f32[256]), table (f8[16 * 127]), decoded2
-/// (f32[256]); encodes in -> out, decodes bytes -> decoded (and decoded2,
-/// through the weight dequantizer's decoder) and fills the NVFP4 -> FP8
-/// table.
-void emitFp8Kernel(KB &k) {
-  OpBuilder &body = k.b;
-  Location loc = k.loc;
-  Type f8 = Float8E4M3FNType::get(body.getContext());
-  Value in = k.ptr(0), out = k.ptr(1), bytes = k.ptr(2), decoded = k.ptr(3);
-  k.loop(k.c(0), k.scalar(0),
-         [&](Value i) { k.storeF(out, i, k.loadF(in, i, k.f32), f8); });
-  k.loop(k.c(0), k.c(256),
-         [&](Value i) { k.storeF(decoded, i, k.loadF(bytes, i, f8), k.f32); });
-  // The weight dequantizer's byte decoder on the same bytes.
-  Value decoded2 = k.ptr(5);
-  k.loop(k.c(0), k.c(256), [&](Value i) {
-    Value byte = arith::ExtUIOp::create(
-        body, loc, k.i32,
-        LLVM::LoadOp::create(body, loc, body.getI8Type(),
-                             k.gep(bytes, i, body.getI8Type())));
-    k.storeF(decoded2, i, decodeByteFloat(k, byte, f8), k.f32);
-  });
-  // table[scale * 16 + code] = E4M3(e2m1(code) * e4m3(scale)).
-  Value table = k.ptr(4);
-  k.loop(k.c(0), k.c(16 * 0x7F), [&](Value i) {
-    Value i32v = arith::IndexCastOp::create(body, loc, k.i32, i);
-    Value code = arith::AndIOp::create(body, loc, i32v, k.ci(15));
-    Value scale = arith::ShRUIOp::create(body, loc, i32v, k.ci(4));
-    Value product = k.mul(decodeE2M1(k, code), decodeByteFloat(k, scale, f8));
-    k.storeF(table, i, product, f8);
-  });
-}
-
 TEST(Fp8KernelTest, GeneratedConversionsMatchLowPrecision) {
   MLIRContext ctx;
   HostKernel compiled(ctx, "fp8", emitFp8Kernel);
   Kernel kernel = compiled.function;
   ASSERT_NE(kernel, nullptr);
 
-  std::vector<float> inputs;
-  auto add = [&](float x) {
-    inputs.push_back(x);
-    inputs.push_back(-x);
-  };
-  for (int code = 0; code < 0x7F; ++code) {
-    float v = numerics::e4m3ToFloat(static_cast<uint8_t>(code));
-    add(v);
-    add(std::nextafter(v, 0.0f));
-    add(std::nextafter(v, 1e9f));
-    float next = numerics::e4m3ToFloat(static_cast<uint8_t>(code + 1));
-    if (code + 1 < 0x7F) {
-      float mid = (v + next) / 2; // exact in FP32: a tie
-      add(mid);
-      add(std::nextafter(mid, 0.0f));
-      add(std::nextafter(mid, 1e9f));
-    }
-  }
-  for (float x : {448.0f, 450.0f, 463.99f, 464.0f, 465.0f, 480.0f, 1e6f,
-                  std::numeric_limits<float>::max(),
-                  std::numeric_limits<float>::infinity(),
-                  std::numeric_limits<float>::min(),
-                  std::numeric_limits<float>::denorm_min(), 0.0f,
-                  std::ldexp(1.0f, -10), 3 * std::ldexp(1.0f, -10),
-                  std::ldexp(1.0f, -6) - std::ldexp(1.0f, -30)})
-    add(x);
-  inputs.push_back(bitsToFloat(0x7FC00000u)); // quiet NaN
-  inputs.push_back(bitsToFloat(0xFFC00001u)); // negative NaN with payload
-  inputs.push_back(bitsToFloat(0x7F800001u)); // signalling NaN
-  std::mt19937 rng(7);
-  for (int i = 0; i < 200000; ++i) {
-    // Exponents around E4M3's range, random mantissas and signs.
-    uint32_t e = 100 + rng() % 40, m = rng() & 0x7FFFFF, s = rng() & 1;
-    inputs.push_back(bitsToFloat((s << 31) | (e << 23) | m));
-  }
-
+  std::vector<float> inputs = fp8EncodeInputs();
   std::vector<uint8_t> out(inputs.size()), bytes(256), table(16 * 0x7F);
   std::vector<float> decoded(256), decoded2(256);
   for (int i = 0; i < 256; ++i)
@@ -458,58 +386,10 @@ TEST(Nvfp4CacheRowTest, RandomBlocksMatchTheRecipe) {
 // NVFP4 -> bf16 decode of the GPU tensor-core kernels
 //===----------------------------------------------------------------------===//
 
-/// prmt.b32 in its default mode, from arith ops (the GPU kernels emit
-/// nvvm.prmt): byte i of the result is byte (sel >> 4i) & 7 of {hi, lo}.
-Value emulatedPrmt(KB &k, Value lo, Value hi, Value sel) {
-  OpBuilder &b = k.b;
-  Location loc = k.loc;
-  auto c64 = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  };
-  Value pool = arith::OrIOp::create(
-      b, loc, arith::ExtUIOp::create(b, loc, k.i64, lo),
-      arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, k.i64, hi),
-                            c64(32)));
-  Value sel64 = arith::ExtUIOp::create(b, loc, k.i64, sel);
-  Value out = c64(0);
-  for (int64_t i = 0; i < 4; ++i) {
-    Value idx = arith::AndIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, sel64, c64(4 * i)), c64(7));
-    Value byte = arith::AndIOp::create(
-        b, loc,
-        arith::ShRUIOp::create(b, loc, pool,
-                               arith::MulIOp::create(b, loc, idx, c64(8))),
-        c64(0xFF));
-    out = arith::OrIOp::create(b, loc, out,
-                               arith::ShLIOp::create(b, loc, byte, c64(8 * i)));
-  }
-  return arith::TruncIOp::create(b, loc, k.i32, out);
-}
-
-/// The body of `nvfp4bf16`: buffers table (i32[1024], nvfp4BF16Table),
-/// codes (i32[n], 4 codes in bits 0-15), scales (i32[n], a byte each), out
-/// (i32[2 n]); out[2i], out[2i + 1] = nvfp4Words(codes[i], the table row of
-/// scales[i]).
-void emitNvfp4Bf16Kernel(KB &k) {
-  OpBuilder &b = k.b;
-  Location loc = k.loc;
-  Value table = k.ptr(0), codes = k.ptr(1), scales = k.ptr(2), out = k.ptr(3);
-  auto load = [&](Value base, Value i) -> Value {
-    return LLVM::LoadOp::create(b, loc, k.i32, k.gep(base, i, k.i32));
-  };
-  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
+/// The body of `nvfp4bf16` on the host: prmt from arith ops.
+void emitNvfp4Bf16HostKernel(KB &k) {
+  emitNvfp4Bf16Kernel(k, [&](Value lo, Value hi, Value sel) {
     return emulatedPrmt(k, lo, hi, sel);
-  };
-  k.loop(k.c(0), k.scalar(0), [&](Value i) {
-    Value s =
-        arith::IndexCastOp::create(b, loc, b.getIndexType(), load(scales, i));
-    SmallVector<Value> row;
-    for (int64_t e = 0; e < 4; ++e)
-      row.push_back(load(table, k.iadd(k.imul(s, k.c(4)), k.c(e))));
-    std::array<Value, 2> w = nvfp4Words(k, prmt, load(codes, i), row);
-    for (int64_t e = 0; e < 2; ++e)
-      LLVM::StoreOp::create(
-          b, loc, w[e], k.gep(out, k.iadd(k.imul(i, k.c(2)), k.c(e)), k.i32));
   });
 }
 
@@ -520,19 +400,12 @@ void emitNvfp4Bf16Kernel(KB &k) {
 // holds exactly; NaN where the reference gives NaN.
 TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
   MLIRContext ctx;
-  HostKernel compiled(ctx, "nvfp4bf16", emitNvfp4Bf16Kernel);
+  HostKernel compiled(ctx, "nvfp4bf16", emitNvfp4Bf16HostKernel);
   Kernel kernel = compiled.function;
   ASSERT_NE(kernel, nullptr);
   const std::array<int32_t, 1024> table = nvfp4BF16Table();
   std::vector<int32_t> codes, scales;
-  for (int s = 0; s < 256; ++s)
-    for (int q = 0; q < 16; ++q) {
-      int32_t quad = 0;
-      for (int i = 0; i < 4; ++i)
-        quad |= ((q + 5 * i) % 16) << (4 * i);
-      codes.push_back(quad);
-      scales.push_back(s);
-    }
+  nvfp4QuadCases(codes, scales);
   std::vector<int32_t> out(2 * codes.size());
   void *buffers[] = {const_cast<int32_t *>(table.data()), codes.data(),
                      scales.data(), out.data()};
