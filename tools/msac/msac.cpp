@@ -450,7 +450,7 @@ int runCompile() {
   // Artifacts are written to a staging folder, removed unless committed.
   const std::string staging = stagingDir(outputFile);
   bool committed = false;
-  auto dropStaging = llvm::make_scope_exit([&] {
+  llvm::scope_exit dropStaging([&] {
     if (emit == EmitStage::Artifact && !committed && sys::fs::exists(staging))
       sys::fs::remove_directories(staging);
   });
