@@ -470,8 +470,10 @@ int runCompile() {
         << "/tokenizer.json not found: the artifact can be inspected and "
            "benchmarked, but `msac-run generate` needs the checkpoint's "
            "tokenizer.json\n";
-  const int steps = 5;
-  progress(1, steps, "checking " + compileDir);
+  // Checking, importing, generating, one compile per target, writing.
+  const int steps = 4 + static_cast<int>(gpus.size()) + (host ? 1 : 0);
+  int step = 0;
+  progress(++step, steps, "checking " + compileDir);
   std::unique_ptr<LoadedModel> model =
       loadModel(compileDir, "compiled", recipe);
   if (!model)
@@ -480,7 +482,7 @@ int runCompile() {
   noteCheckpointKVFormat(*model->config, *kv);
   if (!problem.empty())
     return usageError(compileDir + "/config.json: " + problem);
-  progress(2, steps, "importing the model to the msa dialect");
+  progress(++step, steps, "importing the model to the msa dialect");
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       importModel(context, *model->config, *model->weights, {*kv, *index});
@@ -497,7 +499,7 @@ int runCompile() {
   };
   if (emit == EmitStage::Msa)
     return print(*module);
-  progress(3, steps,
+  progress(++step, steps,
            std::string("generating ") +
                (!host          ? "GPU kernels"
                 : gpus.empty() ? "host kernels"
@@ -548,7 +550,7 @@ int runCompile() {
     if (std::error_code ec = sys::fs::create_directories(staging + "/kernels"))
       return usageError("cannot create " + staging + ": " + ec.message());
     for (const GpuTarget *gpu : gpus) {
-      progress(4, steps,
+      progress(++step, steps,
                "compiling " + Twine(program->kernelNames.size()) +
                    " kernels for " + gpu->name);
       std::string cubin;
@@ -571,7 +573,7 @@ int runCompile() {
                          gpu->threadsPerBlock, std::move(geometry)});
     }
     if (!host) {
-      progress(5, steps,
+      progress(++step, steps,
                (stripWeights ? "writing the manifest (weights stripped) to "
                              : "writing weights and manifest to ") +
                    outputFile);
@@ -596,7 +598,7 @@ int runCompile() {
   }
   if (emit == EmitStage::LLVM)
     return print(*program->kernels);
-  progress(4, steps,
+  progress(++step, steps,
            "compiling " + Twine(program->kernelNames.size()) +
                " kernels for x86-64");
   std::string error = emitHostSharedObject(
@@ -605,7 +607,7 @@ int runCompile() {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
   }
-  progress(5, steps,
+  progress(++step, steps,
            (stripWeights ? "writing the manifest (weights stripped) to "
                          : "writing weights and manifest to ") +
                outputFile);
