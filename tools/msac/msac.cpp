@@ -13,8 +13,10 @@
 //   in, as a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights).
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
 //                       [--max-seq-len N] [--memory SIZE] [--json]
-//       Parameters, weight bytes, KV/index-cache bytes per token, and how many
-//       sequences fit in a cache budget.
+//                       [--quantize-weights RECIPE]
+//       Parameters, weight bytes (quantized with RECIPE when given),
+//       KV/index-cache bytes per token, and how many sequences fit in a
+//       cache budget.
 //
 // Exit status: 0 success, 1 problems in the model folder, 2 bad usage.
 //
@@ -174,7 +176,7 @@ static cl::opt<std::string> quantizeWeights(
              "FP8). Embedding, norms, router "
              "and LM head stay as stored"),
     cl::value_desc("recipe"), cl::init(""), cl::sub(importCommand),
-    cl::sub(compileCommand), cl::cat(msacCategory));
+    cl::sub(compileCommand), cl::sub(planCommand), cl::cat(msacCategory));
 static cl::opt<int64_t> maxSeqLen(
     "max-seq-len",
     cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
@@ -652,6 +654,11 @@ int runPlan() {
                               "141GB)"));
   }
 
+  bool badRecipe;
+  std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
+  if (badRecipe)
+    return 2;
+
   ckpt::Diagnostics diags;
   std::optional<ckpt::ModelConfig> config =
       ckpt::readModelConfig(planDir, diags);
@@ -668,6 +675,13 @@ int runPlan() {
         << planDir << ": " << diags.errorCount() << " problem(s) found\n";
     return 1;
   }
+  if (recipe && config->quantization.method != ckpt::QuantMethod::None)
+    return usageError(config->quantization.source + ": --quantize-weights=" +
+                      ckpt::weightRecipeName(*recipe) +
+                      " needs a bf16/f16/f32 checkpoint, but this one is "
+                      "already quantized (method " +
+                      ckpt::quantMethodName(config->quantization.method) +
+                      "); drop --quantize-weights to plan it as stored");
   std::string problem = ckpt::checkCacheDTypes(*config, *kv, *index);
   noteCheckpointKVFormat(*config, *kv);
   if (!problem.empty())
@@ -682,8 +696,9 @@ int runPlan() {
                                  : (config->maxPositionEmbeddings
                                         ? config->maxPositionEmbeddings
                                         : 4096);
-  ckpt::MemoryPlan plan = ckpt::planMemory(
-      *config, weights ? &*weights : nullptr, *kv, *index, length, *budget);
+  ckpt::MemoryPlan plan =
+      ckpt::planMemory(*config, weights ? &*weights : nullptr, *kv, *index,
+                       length, *budget, recipe);
   std::ostringstream os;
   if (planJson)
     os << ckpt::memoryPlanJson(plan) << "\n";
