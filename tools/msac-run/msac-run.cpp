@@ -752,6 +752,10 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
 int main(int argc, char **argv) {
   CLI::App app{
       "msac-run: run msac artifacts (generate, bench, bench-decode, inspect)"};
+  app.set_version_flag("--version", std::string("msac-run (msac ") +
+                                        MSAC_VERSION +
+                                        ")\n  artifact format version: " +
+                                        std::to_string(kArtifactFormatVersion));
   app.require_subcommand(1);
   std::string artifact;
   bool inspectJson = false;

@@ -37,6 +37,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -714,7 +715,9 @@ int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(msacCategory);
   cl::SetVersionPrinter([](raw_ostream &os) {
-    os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n";
+    os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n"
+       << "  artifact format version: " << kArtifactFormatVersion << "\n"
+       << "  LLVM version: " << LLVM_VERSION_STRING << "\n";
   });
   cl::ParseCommandLineOptions(
       argc, argv,
