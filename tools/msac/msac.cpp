@@ -319,23 +319,28 @@ std::unique_ptr<LoadedModel>
 loadModel(const std::string &dir, const char *verb,
           std::optional<ckpt::WeightRecipe> recipe) {
   auto model = std::make_unique<LoadedModel>();
-  ckpt::Diagnostics diags;
+  ckpt::Diagnostics diags, shardDiags;
   model->config = ckpt::readModelConfig(dir, diags);
   if (model->config)
-    model->checkpoint = ckpt::Checkpoint::open(dir, diags);
-  if (recipe && model->checkpoint && !diags.hasErrors())
+    model->checkpoint = ckpt::Checkpoint::open(dir, shardDiags);
+  if (recipe && model->checkpoint && !diags.hasErrors() &&
+      !shardDiags.hasErrors())
     ckpt::quantizeCheckpointWeights(*model->config, *model->checkpoint, *recipe,
                                     diags);
   // Unreadable shards would make every tensor look missing: report them
-  // alone.
-  if (model->checkpoint && !diags.hasErrors())
+  // alone. Problems of readable shards (a hole in the data) come after
+  // the tensors the config misses, the likelier cause.
+  if (model->checkpoint && !diags.hasErrors() &&
+      model->checkpoint->allShardsRead())
     model->weights =
         ckpt::resolveWeights(*model->config, *model->checkpoint, diags);
   printDiagnostics(diags);
-  if (!model->weights || diags.hasErrors()) {
+  printDiagnostics(shardDiags);
+  const size_t problems = diags.errorCount() + shardDiags.errorCount();
+  if (!model->weights || problems) {
     WithColor::error(errs(), "msac")
-        << dir << ": " << diags.errorCount()
-        << " problem(s) found; nothing was " << verb << "\n";
+        << dir << ": " << problems << " problem(s) found; nothing was " << verb
+        << "\n";
     return nullptr;
   }
   return model;
@@ -660,20 +665,23 @@ int runPlan() {
   if (badRecipe)
     return 2;
 
-  ckpt::Diagnostics diags;
+  ckpt::Diagnostics diags, shardDiags;
   std::optional<ckpt::ModelConfig> config =
       ckpt::readModelConfig(planDir, diags);
   std::optional<ckpt::ModelWeights> weights;
   std::unique_ptr<ckpt::Checkpoint> checkpoint;
   if (config && hasTensors(planDir)) {
-    checkpoint = ckpt::Checkpoint::open(planDir, diags);
-    if (checkpoint && !diags.hasErrors())
+    // As loadModel: the missing tensors first, then the shards' problems.
+    checkpoint = ckpt::Checkpoint::open(planDir, shardDiags);
+    if (checkpoint && !diags.hasErrors() && checkpoint->allShardsRead())
       weights = ckpt::resolveWeights(*config, *checkpoint, diags);
   }
   printDiagnostics(diags);
-  if (!config || diags.hasErrors()) {
+  printDiagnostics(shardDiags);
+  if (!config || diags.hasErrors() || shardDiags.hasErrors()) {
     WithColor::error(errs(), "msac")
-        << planDir << ": " << diags.errorCount() << " problem(s) found\n";
+        << planDir << ": " << diags.errorCount() + shardDiags.errorCount()
+        << " problem(s) found\n";
     return 1;
   }
   if (recipe && config->quantization.method != ckpt::QuantMethod::None)
