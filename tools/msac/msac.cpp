@@ -27,6 +27,7 @@
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
 #include "msac/Checkpoint/QuantizeWeights.h"
+#include "msac/Checkpoint/TokenizerCheck.h"
 #include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Codegen/TargetTable.h"
@@ -334,6 +335,9 @@ loadModel(const std::string &dir, const char *verb,
       model->checkpoint->allShardsRead())
     model->weights =
         ckpt::resolveWeights(*model->config, *model->checkpoint, diags);
+  // An unsupported tokenizer only warns: kernels and benchmarks need none.
+  if (sys::fs::exists(dir + "/tokenizer.json"))
+    ckpt::checkTokenizer(dir + "/tokenizer.json", diags);
   printDiagnostics(diags);
   printDiagnostics(shardDiags);
   const size_t problems = diags.errorCount() + shardDiags.errorCount();
