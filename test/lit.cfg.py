@@ -19,6 +19,9 @@ config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py"]
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%msac_src_root", config.msac_src_root))
 config.substitutions.append(("%msac_obj_root", config.msac_obj_root))
+# The versions `--version` prints (CMake's project VERSION, LLVM's).
+config.substitutions.append(("%msac_version", config.msac_version))
+config.substitutions.append(("%llvm_version", config.llvm_version))
 
 llvm_config.use_default_substitutions()
 # `not`, `count` and FileCheck anywhere in a RUN line.

@@ -324,3 +324,80 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
     out += tokenBytes(id);
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Utf8Stream
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The length of the UTF-8 sequence `lead` starts and the range of its
+/// second byte (Unicode Table 3-7); 0 for a byte that starts none.
+int sequenceLength(unsigned char lead, unsigned char &lo, unsigned char &hi) {
+  lo = 0x80;
+  hi = 0xBF;
+  if (lead < 0x80)
+    return 1;
+  if (lead >= 0xC2 && lead <= 0xDF)
+    return 2;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    if (lead == 0xE0)
+      lo = 0xA0; // no overlong forms
+    else if (lead == 0xED)
+      hi = 0x9F; // no surrogates
+    return 3;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    if (lead == 0xF0)
+      lo = 0x90; // no overlong forms
+    else if (lead == 0xF4)
+      hi = 0x8F; // nothing above U+10FFFF
+    return 4;
+  }
+  return 0; // a continuation byte, C0/C1 or F5..FF
+}
+
+constexpr const char *kReplacement = "\xEF\xBF\xBD"; // U+FFFD
+
+} // namespace
+
+std::string Utf8Stream::drain(bool atEnd) {
+  std::string out;
+  size_t i = 0;
+  while (i < pending.size()) {
+    unsigned char lo, hi;
+    const int n =
+        sequenceLength(static_cast<unsigned char>(pending[i]), lo, hi);
+    if (n == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    // Count the bytes of the sequence that are there and fit.
+    int good = 1;
+    while (good < n && i + good < pending.size()) {
+      const unsigned char c = static_cast<unsigned char>(pending[i + good]);
+      if (c < (good == 1 ? lo : 0x80) || c > (good == 1 ? hi : 0xBF))
+        break;
+      ++good;
+    }
+    if (good == n) {
+      out.append(pending, i, n);
+      i += n;
+    } else if (i + good == pending.size() && !atEnd) {
+      break; // a character whose next bytes are still to come
+    } else {
+      out += kReplacement; // the ill-formed subpart; the byte after it
+      i += good;           // starts afresh
+    }
+  }
+  pending.erase(0, i);
+  return out;
+}
+
+std::string Utf8Stream::push(const std::string &bytes) {
+  pending += bytes;
+  return drain(false);
+}
+
+std::string Utf8Stream::finish() { return drain(true); }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "msac/Codegen/Artifact.h"
 #include "msac/Dialect/BSQ/IR/BSQDialect.h"
 #include "msac/Dialect/MSA/IR/MSADialect.h"
 #include "msac/Transforms/Passes.h"
@@ -36,7 +37,8 @@ int main(int argc, char **argv) {
                   mlir::tensor::TensorDialect>();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "msac " << MSAC_VERSION << "\n";
+    os << "msac " << MSAC_VERSION << "\n"
+       << "  artifact format version: " << msac::kArtifactFormatVersion << "\n";
   });
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "msac optimizer driver\n", registry));

@@ -346,40 +346,25 @@ int generate(const std::string &path, const GenerateOptions &g) {
   Engine engine(*a, *executor, stepTokens);
   std::vector<RequestResult> results;
   std::cout << g.prompt << std::flush;
-  std::string pending;
+  // Whole UTF-8 characters only; invalid bytes become U+FFFD.
+  Utf8Stream text;
   const bool isTerminal = ::isatty(1);
+  auto print = [&](std::string s) {
+    if (isTerminal)
+      for (char &c : s)
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          c = '?'; // control bytes would garble the terminal
+    std::cout << s << std::flush;
+  };
   bool ok = engine.run(
       {req}, results,
       [&](size_t, int32_t token) {
-        if (tok->isSpecial(token))
-          return;
-        // Stream whole UTF-8 characters only.
-        pending += tok->tokenBytes(token);
-        size_t complete = pending.size();
-        while (complete > 0) {
-          size_t i = complete - 1;
-          while (i > 0 &&
-                 (static_cast<unsigned char>(pending[i]) & 0xC0) == 0x80)
-            --i;
-          unsigned char lead = static_cast<unsigned char>(pending[i]);
-          size_t need = lead < 0x80         ? 1
-                        : (lead >> 5) == 6  ? 2
-                        : (lead >> 4) == 14 ? 3
-                                            : 4;
-          if (i + need <= complete)
-            break;
-          complete = i;
-        }
-        std::string text = pending.substr(0, complete);
-        if (isTerminal)
-          for (char &c : text)
-            if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-              c = '?'; // control bytes would garble the terminal
-        std::cout << text << std::flush;
-        pending.erase(0, complete);
+        if (!tok->isSpecial(token))
+          print(text.push(tok->tokenBytes(token)));
       },
       error);
-  // Bytes of an unfinished UTF-8 character at the end are dropped.
+  // An unfinished character at the end is shown as U+FFFD.
+  print(text.finish());
   std::cout << "\n";
   if (!ok)
     return fail(error);
@@ -752,6 +737,10 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
 int main(int argc, char **argv) {
   CLI::App app{
       "msac-run: run msac artifacts (generate, bench, bench-decode, inspect)"};
+  app.set_version_flag("--version", std::string("msac-run (msac ") +
+                                        MSAC_VERSION +
+                                        ")\n  artifact format version: " +
+                                        std::to_string(kArtifactFormatVersion));
   app.require_subcommand(1);
   std::string artifact;
   bool inspectJson = false;

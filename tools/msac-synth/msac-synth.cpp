@@ -29,6 +29,7 @@
 #include "msac/Checkpoint/SafetensorsWriter.h"
 #include "msac/Numerics/BlockQuantize.h"
 #include "msac/Numerics/LowPrecision.h"
+#include "msac/Runtime/Artifact.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -595,6 +596,10 @@ int main(int argc, char **argv) {
   Options opts;
   CLI::App app{"msac-synth: write a deterministic synthetic MiniMax-M3-family "
                "checkpoint (config.json, safetensors, tokenizer.json)"};
+  app.set_version_flag("--version",
+                       std::string("msac-synth (msac ") + MSAC_VERSION +
+                           ")\n  artifact format version: " +
+                           std::to_string(runtime::kArtifactFormatVersion));
   app.add_option("output", opts.outDir, "Checkpoint folder to write")
       ->required();
   app.add_option("--preset", opts.preset,

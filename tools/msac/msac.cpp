@@ -13,8 +13,10 @@
 //   in, as a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights).
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
 //                       [--max-seq-len N] [--memory SIZE] [--json]
-//       Parameters, weight bytes, KV/index-cache bytes per token, and how many
-//       sequences fit in a cache budget.
+//                       [--quantize-weights RECIPE]
+//       Parameters, weight bytes (quantized with RECIPE when given),
+//       KV/index-cache bytes per token, and how many sequences fit in a
+//       cache budget.
 //
 // Exit status: 0 success, 1 problems in the model folder, 2 bad usage.
 //
@@ -25,6 +27,7 @@
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
 #include "msac/Checkpoint/QuantizeWeights.h"
+#include "msac/Checkpoint/TokenizerCheck.h"
 #include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Codegen/TargetTable.h"
@@ -35,6 +38,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -174,7 +178,7 @@ static cl::opt<std::string> quantizeWeights(
              "FP8). Embedding, norms, router "
              "and LM head stay as stored"),
     cl::value_desc("recipe"), cl::init(""), cl::sub(importCommand),
-    cl::sub(compileCommand), cl::cat(msacCategory));
+    cl::sub(compileCommand), cl::sub(planCommand), cl::cat(msacCategory));
 static cl::opt<int64_t> maxSeqLen(
     "max-seq-len",
     cl::desc("Sequence length to plan for (default: max_position_embeddings)"),
@@ -316,23 +320,31 @@ std::unique_ptr<LoadedModel>
 loadModel(const std::string &dir, const char *verb,
           std::optional<ckpt::WeightRecipe> recipe) {
   auto model = std::make_unique<LoadedModel>();
-  ckpt::Diagnostics diags;
+  ckpt::Diagnostics diags, shardDiags;
   model->config = ckpt::readModelConfig(dir, diags);
   if (model->config)
-    model->checkpoint = ckpt::Checkpoint::open(dir, diags);
-  if (recipe && model->checkpoint && !diags.hasErrors())
+    model->checkpoint = ckpt::Checkpoint::open(dir, shardDiags);
+  if (recipe && model->checkpoint && !diags.hasErrors() &&
+      !shardDiags.hasErrors())
     ckpt::quantizeCheckpointWeights(*model->config, *model->checkpoint, *recipe,
                                     diags);
   // Unreadable shards would make every tensor look missing: report them
-  // alone.
-  if (model->checkpoint && !diags.hasErrors())
+  // alone. Problems of readable shards (a hole in the data) come after
+  // the tensors the config misses, the likelier cause.
+  if (model->checkpoint && !diags.hasErrors() &&
+      model->checkpoint->allShardsRead())
     model->weights =
         ckpt::resolveWeights(*model->config, *model->checkpoint, diags);
+  // An unsupported tokenizer only warns: kernels and benchmarks need none.
+  if (sys::fs::exists(dir + "/tokenizer.json"))
+    ckpt::checkTokenizer(dir + "/tokenizer.json", diags);
   printDiagnostics(diags);
-  if (!model->weights || diags.hasErrors()) {
+  printDiagnostics(shardDiags);
+  const size_t problems = diags.errorCount() + shardDiags.errorCount();
+  if (!model->weights || problems) {
     WithColor::error(errs(), "msac")
-        << dir << ": " << diags.errorCount()
-        << " problem(s) found; nothing was " << verb << "\n";
+        << dir << ": " << problems << " problem(s) found; nothing was " << verb
+        << "\n";
     return nullptr;
   }
   return model;
@@ -450,7 +462,7 @@ int runCompile() {
   // Artifacts are written to a staging folder, removed unless committed.
   const std::string staging = stagingDir(outputFile);
   bool committed = false;
-  auto dropStaging = llvm::make_scope_exit([&] {
+  llvm::scope_exit dropStaging([&] {
     if (emit == EmitStage::Artifact && !committed && sys::fs::exists(staging))
       sys::fs::remove_directories(staging);
   });
@@ -470,8 +482,10 @@ int runCompile() {
         << "/tokenizer.json not found: the artifact can be inspected and "
            "benchmarked, but `msac-run generate` needs the checkpoint's "
            "tokenizer.json\n";
-  const int steps = 5;
-  progress(1, steps, "checking " + compileDir);
+  // Checking, importing, generating, one compile per target, writing.
+  const int steps = 4 + static_cast<int>(gpus.size()) + (host ? 1 : 0);
+  int step = 0;
+  progress(++step, steps, "checking " + compileDir);
   std::unique_ptr<LoadedModel> model =
       loadModel(compileDir, "compiled", recipe);
   if (!model)
@@ -480,7 +494,7 @@ int runCompile() {
   noteCheckpointKVFormat(*model->config, *kv);
   if (!problem.empty())
     return usageError(compileDir + "/config.json: " + problem);
-  progress(2, steps, "importing the model to the msa dialect");
+  progress(++step, steps, "importing the model to the msa dialect");
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       importModel(context, *model->config, *model->weights, {*kv, *index});
@@ -497,7 +511,7 @@ int runCompile() {
   };
   if (emit == EmitStage::Msa)
     return print(*module);
-  progress(3, steps,
+  progress(++step, steps,
            std::string("generating ") +
                (!host          ? "GPU kernels"
                 : gpus.empty() ? "host kernels"
@@ -548,7 +562,7 @@ int runCompile() {
     if (std::error_code ec = sys::fs::create_directories(staging + "/kernels"))
       return usageError("cannot create " + staging + ": " + ec.message());
     for (const GpuTarget *gpu : gpus) {
-      progress(4, steps,
+      progress(++step, steps,
                "compiling " + Twine(program->kernelNames.size()) +
                    " kernels for " + gpu->name);
       std::string cubin;
@@ -571,7 +585,7 @@ int runCompile() {
                          gpu->threadsPerBlock, std::move(geometry)});
     }
     if (!host) {
-      progress(5, steps,
+      progress(++step, steps,
                (stripWeights ? "writing the manifest (weights stripped) to "
                              : "writing weights and manifest to ") +
                    outputFile);
@@ -596,7 +610,7 @@ int runCompile() {
   }
   if (emit == EmitStage::LLVM)
     return print(*program->kernels);
-  progress(4, steps,
+  progress(++step, steps,
            "compiling " + Twine(program->kernelNames.size()) +
                " kernels for x86-64");
   std::string error = emitHostSharedObject(
@@ -605,7 +619,7 @@ int runCompile() {
     WithColor::error(errs(), "msac") << error << "\n";
     return 1;
   }
-  progress(5, steps,
+  progress(++step, steps,
            (stripWeights ? "writing the manifest (weights stripped) to "
                          : "writing weights and manifest to ") +
                outputFile);
@@ -650,22 +664,37 @@ int runPlan() {
                               "141GB)"));
   }
 
-  ckpt::Diagnostics diags;
+  bool badRecipe;
+  std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
+  if (badRecipe)
+    return 2;
+
+  ckpt::Diagnostics diags, shardDiags;
   std::optional<ckpt::ModelConfig> config =
       ckpt::readModelConfig(planDir, diags);
   std::optional<ckpt::ModelWeights> weights;
   std::unique_ptr<ckpt::Checkpoint> checkpoint;
   if (config && hasTensors(planDir)) {
-    checkpoint = ckpt::Checkpoint::open(planDir, diags);
-    if (checkpoint && !diags.hasErrors())
+    // As loadModel: the missing tensors first, then the shards' problems.
+    checkpoint = ckpt::Checkpoint::open(planDir, shardDiags);
+    if (checkpoint && !diags.hasErrors() && checkpoint->allShardsRead())
       weights = ckpt::resolveWeights(*config, *checkpoint, diags);
   }
   printDiagnostics(diags);
-  if (!config || diags.hasErrors()) {
+  printDiagnostics(shardDiags);
+  if (!config || diags.hasErrors() || shardDiags.hasErrors()) {
     WithColor::error(errs(), "msac")
-        << planDir << ": " << diags.errorCount() << " problem(s) found\n";
+        << planDir << ": " << diags.errorCount() + shardDiags.errorCount()
+        << " problem(s) found\n";
     return 1;
   }
+  if (recipe && config->quantization.method != ckpt::QuantMethod::None)
+    return usageError(config->quantization.source + ": --quantize-weights=" +
+                      ckpt::weightRecipeName(*recipe) +
+                      " needs a bf16/f16/f32 checkpoint, but this one is "
+                      "already quantized (method " +
+                      ckpt::quantMethodName(config->quantization.method) +
+                      "); drop --quantize-weights to plan it as stored");
   std::string problem = ckpt::checkCacheDTypes(*config, *kv, *index);
   noteCheckpointKVFormat(*config, *kv);
   if (!problem.empty())
@@ -680,8 +709,9 @@ int runPlan() {
                                  : (config->maxPositionEmbeddings
                                         ? config->maxPositionEmbeddings
                                         : 4096);
-  ckpt::MemoryPlan plan = ckpt::planMemory(
-      *config, weights ? &*weights : nullptr, *kv, *index, length, *budget);
+  ckpt::MemoryPlan plan =
+      ckpt::planMemory(*config, weights ? &*weights : nullptr, *kv, *index,
+                       length, *budget, recipe);
   std::ostringstream os;
   if (planJson)
     os << ckpt::memoryPlanJson(plan) << "\n";
@@ -697,7 +727,9 @@ int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(msacCategory);
   cl::SetVersionPrinter([](raw_ostream &os) {
-    os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n";
+    os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n"
+       << "  artifact format version: " << kArtifactFormatVersion << "\n"
+       << "  LLVM version: " << LLVM_VERSION_STRING << "\n";
   });
   cl::ParseCommandLineOptions(
       argc, argv,

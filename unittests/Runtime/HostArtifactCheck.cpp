@@ -209,6 +209,12 @@ std::vector<int32_t> prompt(int64_t length, int64_t salt, int64_t vocab) {
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::cout << "msac-host-check (msac " << MSAC_VERSION << ")\n"
+              << "  artifact format version: "
+              << runtime::kArtifactFormatVersion << "\n";
+    return 0;
+  }
   bool quick = false;
   std::optional<ckpt::WeightRecipe> recipe;
   for (int i = 3; i < argc; ++i) {

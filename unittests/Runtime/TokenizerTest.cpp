@@ -79,6 +79,68 @@ TEST(Tokenizer, RejectsUnsupportedFiles) {
   EXPECT_FALSE(Tokenizer::load("/nonexistent/tokenizer.json", error));
 }
 
+TEST(Utf8Stream, HoldsCharactersSplitAcrossTokens) {
+  Utf8Stream s;
+  EXPECT_EQ(s.push("h"), "h");
+  EXPECT_EQ(s.push("\xC3"), ""); // é = C3 A9
+  EXPECT_EQ(s.push("\xA9!"), "\xC3\xA9!");
+  EXPECT_EQ(s.push("\xE2"), ""); // € = E2 82 AC, one byte a token
+  EXPECT_EQ(s.push("\x82"), "");
+  EXPECT_EQ(s.push("\xAC"), "\xE2\x82\xAC");
+  EXPECT_EQ(s.push("a\xF0\x9F"), "a"); // 😀 = F0 9F 98 80
+  EXPECT_EQ(s.push("\x98\x80"
+                   "b"),
+            "\xF0\x9F\x98\x80"
+            "b");
+  EXPECT_EQ(s.finish(), "");
+}
+
+TEST(Utf8Stream, ReplacesInvalidBytes) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  Utf8Stream s;
+  // Bytes that start no character: a lone continuation byte, F5..FF.
+  EXPECT_EQ(s.push("a\x80"
+                   "b"),
+            "a" + fffd + "b");
+  EXPECT_EQ(s.push("\xFF"), fffd);
+  // A character cut short by a byte that cannot continue it: one U+FFFD
+  // for the bytes so far, and the next byte read afresh.
+  EXPECT_EQ(s.push("\xE2\x82"), "");
+  EXPECT_EQ(s.push("x"), fffd + "x");
+  EXPECT_EQ(s.push("\xDE"
+                   "f"),
+            fffd + "f");
+  // Overlong forms and surrogates: every byte is its own ill-formed part.
+  EXPECT_EQ(s.push("\xC0\xAF"), fffd + fffd);
+  EXPECT_EQ(s.push("\xED\xA0\x80"), fffd + fffd + fffd);
+  EXPECT_EQ(s.push("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);
+  // An unfinished character at the end of the stream.
+  EXPECT_EQ(s.push("z\xF0\x9F\x98"), "z");
+  EXPECT_EQ(s.finish(), fffd);
+  EXPECT_EQ(s.finish(), "");
+}
+
+TEST(Utf8Stream, DecodesByteLevelTokens) {
+  // "Ã" and "©" are the byte-level symbols of bytes C3 and A9 (é split
+  // over two tokens); "ÿ" is byte FF, never valid UTF-8.
+  std::string json = kTiny;
+  json.replace(json.find("\"!\": 10"), 7,
+               "\"!\": 10, \"\u00c3\": 11, \"\u00a9\": 12, "
+               "\"\u00ff\": 13");
+  std::string error;
+  auto tok = Tokenizer::load(writeTemp("msac-tok-bytes.json", json), error);
+  ASSERT_TRUE(tok) << error;
+  EXPECT_EQ(tok->tokenBytes(11), "\xC3");
+  EXPECT_EQ(tok->tokenBytes(12), "\xA9");
+  Utf8Stream s;
+  std::string text;
+  for (int32_t id : {6, 11, 12, 10, 13, 0, 11})
+    text += s.push(tok->tokenBytes(id));
+  text += s.finish();
+  EXPECT_EQ(text, " ab\xC3\xA9!\xEF\xBF\xBD"
+                  "a\xEF\xBF\xBD");
+}
+
 TEST(Tokenizer, SynthTokenizerRoundTrips) {
   const char *dir = std::getenv("MSAC_TINY_MODEL");
   if (!dir)

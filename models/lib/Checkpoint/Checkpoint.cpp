@@ -108,8 +108,11 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &directory,
   std::vector<std::string> shardNames;
   bool indexed = fs::exists(indexPath, ec);
   if (indexed) {
-    if (!readIndex(indexPath, weightMap, diags) && weightMap.empty())
-      return nullptr;
+    if (!readIndex(indexPath, weightMap, diags)) {
+      if (weightMap.empty())
+        return nullptr;
+      ckpt->shardsRead = false; // some entries of the index were dropped
+    }
     std::set<std::string> listed;
     for (const auto &[name, shard] : weightMap)
       listed.insert(shard);
@@ -136,11 +139,14 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &directory,
       diags.error(path, "",
                   std::string("is listed in ") + kIndexName +
                       " but does not exist");
+      ckpt->shardsRead = false;
       continue;
     }
     std::unique_ptr<SafetensorsFile> file = SafetensorsFile::open(path, diags);
-    if (!file)
+    if (!file) {
+      ckpt->shardsRead = false;
       continue;
+    }
     shardByName[shard] = file.get();
     ckpt->files.push_back(std::move(file));
   }

@@ -171,9 +171,12 @@ std::string humanBytes(uint64_t bytes) {
 MemoryPlan msac::ckpt::planMemory(const ModelConfig &config,
                                   const ModelWeights *weights,
                                   CacheDType kvDType, CacheDType indexDType,
-                                  int64_t maxSeqLen, uint64_t cacheMemory) {
+                                  int64_t maxSeqLen, uint64_t cacheMemory,
+                                  std::optional<WeightRecipe> recipe) {
   MemoryPlan plan;
   plan.fromCheckpoint = weights != nullptr;
+  if (recipe)
+    plan.weightRecipe = weightRecipeName(*recipe);
   std::map<std::string, ParameterGroup> groups;
   const char *order[] = {"embedding",      "attention",     "index branch",
                          "dense MLP",      "routed experts", "shared expert",
@@ -189,7 +192,12 @@ MemoryPlan msac::ckpt::planMemory(const ModelConfig &config,
       parameters = 0; // shares the embedding
     uint64_t bytes;
     std::string format;
-    if (weights) {
+    const WeightFormat quantized =
+        recipe ? recipeFormat(*recipe, spec) : WeightFormat::Float;
+    if (quantized != WeightFormat::Float && spec.shape.size() == 2) {
+      bytes = quantizedWeightBytes(quantized, spec.shape[0], spec.shape[1]);
+      format = weightFormatName(quantized);
+    } else if (weights) {
       const ResolvedWeight *w = weights->get(spec.name);
       bytes = w ? w->storedBytes : 0;
       format = w ? formatKey(*w) : "missing";
@@ -250,10 +258,14 @@ MemoryPlan msac::ckpt::planMemory(const ModelConfig &config,
 }
 
 void msac::ckpt::printMemoryPlan(const MemoryPlan &plan, std::ostream &os) {
-  os << "Weights (" << (plan.fromCheckpoint ? "stored in the checkpoint"
-                                            : "estimated from config.json: "
-                                              "bf16, fp32 router")
-     << ")\n";
+  os << "Weights ("
+     << (plan.fromCheckpoint ? "stored in the checkpoint"
+                             : "estimated from config.json: "
+                               "bf16, fp32 router");
+  if (!plan.weightRecipe.empty())
+    os << "; projections quantized with --quantize-weights="
+       << plan.weightRecipe;
+  os << ")\n";
   os << "  " << std::left << std::setw(16) << "component" << std::right
      << std::setw(18) << "parameters" << std::setw(20) << "bytes" << "\n";
   for (const ParameterGroup &g : plan.groups)
@@ -298,6 +310,9 @@ std::string msac::ckpt::memoryPlanJson(const MemoryPlan &plan) {
   j["weights"]["total_bytes"] = plan.totalWeightBytes;
   j["weights"]["bytes_by_format"] = plan.bytesByFormat;
   j["weights"]["from_checkpoint"] = plan.fromCheckpoint;
+  j["weights"]["quantize_weights"] =
+      plan.weightRecipe.empty() ? nlohmann::ordered_json()
+                                : nlohmann::ordered_json(plan.weightRecipe);
   j["kv_cache"] = {
       {"kv_dtype", cacheDTypeName(plan.kvDType)},
       {"index_dtype", cacheDTypeName(plan.indexDType)},

@@ -127,6 +127,33 @@ private:
   std::string fileOf(const Checkpoint::Entry *entry) const {
     return entry ? entry->file->path() : ckpt.directory();
   }
+  /// Reports the missing tensor `name` of logical `shape`. A shard whose
+  /// unclaimed bytes (a hole, a tail) have exactly its size in a float or
+  /// FP8 dtype most likely lost its header entry: the error names that
+  /// shard and range instead of the folder.
+  void reportMissing(const std::string &name, const std::vector<int64_t> &shape,
+                     const std::string &what) {
+    uint64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= static_cast<uint64_t>(d);
+    for (const auto &file : ckpt.shards())
+      for (const auto &[begin, end] : file->unclaimed())
+        for (DType dtype : {DType::BF16, DType::F32, DType::F8_E4M3}) {
+          if (end - begin != elements * dtypeBits(dtype) / 8)
+            continue;
+          diags.error(file->path(), quoted(name),
+                      "is missing; the config implies " + what +
+                          ", and data bytes [" + std::to_string(begin) + ", " +
+                          std::to_string(end) +
+                          ") of this file belong to no tensor but have its "
+                          "size in " +
+                          std::string(dtypeName(dtype)) +
+                          ": its header entry was probably removed");
+          return;
+        }
+    diags.error(ckpt.directory(), quoted(name),
+                "is missing; the config implies " + what);
+  }
   bool expectShape(const Checkpoint::Entry *entry, const std::string &name,
                    const std::vector<int64_t> &expected, const char *what) {
     if (entry->info->shape == expected)
@@ -176,9 +203,8 @@ void Resolver::checkE8M0Bytes(const Checkpoint::Entry *entry,
 bool Resolver::resolvePlain(const WeightSpec &spec, ResolvedWeight &out) {
   const Checkpoint::Entry *entry = lookup(spec.name);
   if (!entry) {
-    diags.error(ckpt.directory(), quoted(weights.prefix + spec.name),
-                "is missing; the config implies shape " +
-                    shapeString(spec.shape));
+    reportMissing(weights.prefix + spec.name, spec.shape,
+                  "shape " + shapeString(spec.shape));
     return false;
   }
   const std::string full = weights.prefix + spec.name;
@@ -271,9 +297,9 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
 
   const Checkpoint::Entry *weight = find(".weight");
   if (!weight) {
-    diags.error(ckpt.directory(), quoted(module + ".weight"),
-                "is missing; the config implies a [" + std::to_string(n) +
-                    ", " + std::to_string(k) + "] projection");
+    reportMissing(module + ".weight", {n, k},
+                  "a [" + std::to_string(n) + ", " + std::to_string(k) +
+                      "] projection");
     return false;
   }
   const std::string weightName = module + ".weight";

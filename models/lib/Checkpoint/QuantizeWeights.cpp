@@ -155,6 +155,26 @@ QuantizedWeight msac::ckpt::quantizeWeight(WeightFormat format,
   }
 }
 
+uint64_t msac::ckpt::quantizedWeightBytes(WeightFormat format, int64_t n,
+                                          int64_t k) {
+  const uint64_t elements = static_cast<uint64_t>(n) * k;
+  switch (format) {
+  case WeightFormat::NVFP4: // E2M1 pairs, an E4M3 scale per 16, FP32 global
+    return elements / 2 + n * (k / numerics::kNVFP4BlockSize) + 4;
+  case WeightFormat::MXFP8: // E4M3, an E8M0 scale per 32
+    return elements + n * (k / numerics::kMXBlockSize);
+  case WeightFormat::FP8Block: { // E4M3, an FP32 scale per 128 x 128 tile
+    const int64_t tile = numerics::kFP8BlockSize;
+    return elements + 4 * static_cast<uint64_t>((n + tile - 1) / tile) *
+                          ((k + tile - 1) / tile);
+  }
+  case WeightFormat::FP8Tensor: // E4M3, one FP32 scale
+    return elements + 4;
+  default:
+    return 0;
+  }
+}
+
 namespace {
 
 constexpr const char *kFlag = "--quantize-weights";

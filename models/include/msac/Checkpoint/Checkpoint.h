@@ -45,6 +45,10 @@ public:
   const std::vector<std::unique_ptr<SafetensorsFile>> &shards() const {
     return files;
   }
+  /// True when every shard was opened and its header read (a shard with
+  /// unclaimed bytes counts; see SafetensorsFile::open): a tensor that is
+  /// not found is then really missing, not in an unreadable shard.
+  bool allShardsRead() const { return shardsRead; }
   /// Sum of the data bytes of all tensors.
   uint64_t totalTensorBytes() const;
   /// Adds the tensors of `file` to the checkpoint; each replaces a tensor
@@ -55,6 +59,7 @@ private:
   std::string dir;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, Entry> entries;
+  bool shardsRead = true;
 };
 
 } // namespace msac::ckpt

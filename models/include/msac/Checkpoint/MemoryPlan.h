@@ -12,6 +12,7 @@
 
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
+#include "msac/Checkpoint/QuantizeWeights.h"
 
 #include <cstdint>
 #include <iosfwd>
@@ -63,6 +64,8 @@ struct MemoryPlan {
   /// True when bytes come from the checkpoint's tensors, false when they
   /// are estimated from the config (BF16 weights, FP32 router).
   bool fromCheckpoint = false;
+  /// The --quantize-weights recipe the bytes are counted for, "" for none.
+  std::string weightRecipe;
 
   CacheDType kvDType = CacheDType::BF16;
   CacheDType indexDType = CacheDType::BF16;
@@ -83,9 +86,12 @@ struct MemoryPlan {
 };
 
 /// Plans memory for `config`; `weights` (optional) gives exact stored bytes.
+/// With `recipe`, the weights it quantizes count the bytes
+/// quantizeCheckpointWeights would store for them (quantizedWeightBytes).
 MemoryPlan planMemory(const ModelConfig &config, const ModelWeights *weights,
                       CacheDType kvDType, CacheDType indexDType,
-                      int64_t maxSeqLen, uint64_t cacheMemory);
+                      int64_t maxSeqLen, uint64_t cacheMemory,
+                      std::optional<WeightRecipe> recipe = std::nullopt);
 
 /// Human-readable report.
 void printMemoryPlan(const MemoryPlan &plan, std::ostream &os);

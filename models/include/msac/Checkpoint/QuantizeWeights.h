@@ -74,6 +74,10 @@ struct QuantizedWeight {
 QuantizedWeight quantizeWeight(WeightFormat format, const float *values,
                                int64_t n, int64_t k);
 
+/// Bytes of the payload and scales `quantizeWeight` gives an [n, k] weight
+/// in `format` (as quantizeCheckpointWeights stores them).
+uint64_t quantizedWeightBytes(WeightFormat format, int64_t n, int64_t k);
+
 /// Quantizes the weights `recipe` selects in `checkpoint` (read from
 /// `config`'s folder), lays the quantized tensors over it (a temporary
 /// safetensors file, mapped) and declares ModelOpt quantization in

@@ -52,6 +52,10 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
   /// File offset of the data section (8 + header length).
   uint64_t dataOffset = 0;
+  /// Data-section byte ranges [begin, end) that no tensor claims: holes
+  /// (e.g. a tensor's entry removed from the header) and a tail. Each is
+  /// reported as an error, but the tensors of the header stay readable.
+  std::vector<std::pair<uint64_t, uint64_t>> unclaimed;
 };
 
 /// Parses and validates the header of the safetensors file held in
@@ -66,7 +70,9 @@ bool parseSafetensorsHeader(std::string_view fileName, const uint8_t *bytes,
 class SafetensorsFile {
 public:
   /// Opens and validates `path`. Returns null, with errors in `diags`, when
-  /// the file cannot be read or its header is invalid.
+  /// the file cannot be read or its header is invalid. A file whose only
+  /// errors are unclaimed data bytes (holes, a tail) is returned: its
+  /// tensors are readable, so what is missing can be named.
   static std::unique_ptr<SafetensorsFile> open(const std::string &path,
                                                Diagnostics &diags);
   ~SafetensorsFile();
@@ -83,6 +89,10 @@ public:
   const TensorInfo *find(std::string_view name) const;
   /// First byte of `tensor`'s data inside the mapping.
   const uint8_t *data(const TensorInfo &tensor) const;
+  /// Data-section ranges no tensor claims (SafetensorsHeader::unclaimed).
+  const std::vector<std::pair<uint64_t, uint64_t>> &unclaimed() const {
+    return header.unclaimed;
+  }
 
 private:
   SafetensorsFile() = default;

@@ -55,6 +55,24 @@ private:
   std::unordered_map<std::string, uint8_t> symbolToByte;
 };
 
+/// Turns the bytes of generated tokens (Tokenizer::tokenBytes, the GPT-2
+/// byte-to-unicode mapping undone) into UTF-8 text as they arrive: a
+/// character split across tokens is held back until its last byte comes,
+/// and bytes that cannot form a character become U+FFFD, one per maximal
+/// ill-formed subpart (Unicode §3.9, as Hugging Face's and llama.cpp's
+/// decoders do).
+class Utf8Stream {
+public:
+  /// Appends `bytes`; returns the text that is complete now (valid UTF-8).
+  std::string push(const std::string &bytes);
+  /// Ends the stream: an unfinished character at the end becomes U+FFFD.
+  std::string finish();
+
+private:
+  std::string drain(bool atEnd);
+  std::string pending;
+};
+
 } // namespace msac::runtime
 
 #endif // MSAC_RUNTIME_TOKENIZER_H
