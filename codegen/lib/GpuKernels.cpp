@@ -47,9 +47,10 @@ constexpr int64_t kSparseMaxChunks = 16;
 constexpr int64_t kDenseMaxChunks = 64;
 constexpr int64_t kDecodeItems = 512;
 /// 32-bit registers per lane that the per-token attention spends on the
-/// cache words of the 16-key groups it loads ahead (attentionKernel; heads
-/// of up to 64 channels).
+/// cache words of the 16-key groups it loads ahead (attentionKernel): heads
+/// of up to 64 channels, wider heads (Q in shared memory).
 constexpr int64_t kAheadWords = 96;
+constexpr int64_t kAheadWordsWide = 64;
 /// Rows of at most this many candidate blocks are sorted in shared memory
 /// by the top-k kernel (128K tokens at 128-token blocks).
 constexpr int64_t kSortBlocks = 1024;
@@ -1429,12 +1430,13 @@ bool attentionFits(Operation *op, int64_t threads) {
 /// Per token: each warp takes 16-key groups of every block of the chunk:
 /// S = Q K^T by mma.sync m16n8k16 (bf16 in, FP32 out) from registers (Q)
 /// and global memory (K), online softmax on the accumulator fragments,
-/// O += P V by mma.sync with P repacked from the S fragments. For D <= 64
-/// each warp loads the K and V words of its next 1-4 groups (kAheadWords
-/// registers) before the math of the current one; FP8 / NVFP4 words are
-/// decoded only when used (NVFP4 table in shared memory). The warps' (O, max,
-/// sum) are combined in shared memory into the chunk's partial (unnormalized O,
-/// max, sum) in the workspace; part 1 (attentionCombineKernel) combines the
+/// O += P V by mma.sync with P repacked from the S fragments. Each warp
+/// loads the K and V words of its next groups (kAheadWords registers for
+/// D <= 64; kAheadWordsWide beyond, Q fragments then in shared memory)
+/// before the math of the current one; FP8 / NVFP4 words are decoded only
+/// when used (NVFP4 table in shared memory). The warps' (O, max, sum) are
+/// combined in shared memory into the chunk's partial (unnormalized O, max,
+/// sum) in the workspace; part 1 (attentionCombineKernel) combines the
 /// chunks. P enters the P.V product as the sum of two bf16 terms (see
 /// attentionGroupMath).
 ///
@@ -1528,14 +1530,19 @@ void attentionKernel(GK &g, Operation *op) {
   init.append({negInf, negInf, k.cf(0), k.cf(0)});
   SmallVector<Type> types(init.size(), k.f32);
   // Per-token way: raw words of one 16-key group per lane, and the groups
-  // each warp loads ahead (kAheadWords registers, 1 to 4 groups) for heads
-  // of up to 64 channels. With D = 128 the body already holds 220-245
-  // registers (O 64, Q 32, the group's K and V words 64; ptxas, sm_90a)
-  // and any group loaded ahead spills, so it loads one group at a time
-  // (ahead = 0) and the bytes in flight come from the step's many chunks.
+  // each warp loads ahead: for heads of up to 64 channels kAheadWords
+  // registers (1 to 4 groups). Wider heads already hold 220-245 registers
+  // (O 64, Q 32, the group's K and V words 64 at D = 128; ptxas, sm_90a):
+  // their Q fragments wait in shared memory (qShared) and the groups ahead
+  // get kAheadWordsWide registers (D = 128: FP8 and NVFP4 2 groups; a bf16
+  // group, 64 words, would spill and stays at none).
   const int64_t rawWords = attentionGroupRawWords(s, type, vtype);
-  const int64_t ahead =
-      d <= 64 ? std::clamp<int64_t>(kAheadWords / rawWords, 1, 4) : 0;
+  const int64_t ahead = d <= 64
+                            ? std::clamp<int64_t>(kAheadWords / rawWords, 1, 4)
+                        : rawWords < kAheadWordsWide
+                            ? std::min<int64_t>(kAheadWordsWide / rawWords, 4)
+                            : 0;
+  const bool qShared = d > 64 && ahead > 0;
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
   // mS and lS (the four lanes of a quad hold a row's partial sums).
   auto stashWarp = [&](ArrayRef<Value> st) {
@@ -1574,6 +1581,33 @@ void attentionKernel(GK &g, Operation *op) {
     Value seq = k.loadIndex(seqs, t);
     Value qHead0 = k.imul(kvHead, k.c(s.group));
     SmallVector<SmallVector<Value>> qa = queryFragments(t, qHead0);
+    // With qShared, the Q fragments wait in this warp's rows of oS during
+    // the loop (lane-major 16-byte pieces, conflict-free) and are read
+    // back per group: their D/4 registers hold a group loaded ahead
+    // instead. stashWarp overwrites them after the loop.
+    Value qAt;
+    if (qShared) {
+      qAt = k.iadd(k.imul(g.warp, k.c(16 * d)), k.imul(g.lane, k.c(4)));
+      for (int64_t ks = 0; ks < kSteps; ++ks)
+        for (int64_t e = 0; e < 4; ++e)
+          g.storeI32(oS, k.iadd(qAt, k.c(ks * 4 * kWarp + e)), qa[ks][e]);
+    }
+    // Volatile: read per group, not hoisted out of the loop.
+    auto sharedQ = [&]() -> SmallVector<SmallVector<Value>> {
+      auto vec = VectorType::get({4}, k.i32);
+      SmallVector<SmallVector<Value>> q;
+      for (int64_t ks = 0; ks < kSteps; ++ks) {
+        Value x = LLVM::LoadOp::create(
+            k.b, k.loc, vec, k.gep(oS, k.iadd(qAt, k.c(ks * 4 * kWarp)), k.i32),
+            16,
+            /*isVolatile=*/true);
+        q.emplace_back();
+        for (int64_t e = 0; e < 4; ++e)
+          q.back().push_back(
+              LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+      }
+      return q;
+    };
 
     // Blocks of this chunk: slots [lo, hi).
     Value lo, hi;
@@ -1637,8 +1671,9 @@ void attentionKernel(GK &g, Operation *op) {
           Value blk = cur[0];
           SmallVector<Value> raw(cur.begin() + 1, cur.end());
           auto math = [&]() -> SmallVector<Value> {
-            return attentionGroupFromRaw(g, s, groupOf(i), blk, p, raw, type,
-                                         vtype, decodeTable, qa, scale, state);
+            return attentionGroupFromRaw(
+                g, s, groupOf(i), blk, p, raw, type, vtype, decodeTable,
+                qShared ? sharedQ() : qa, scale, state);
           };
           SmallVector<Value> out =
               sparse ? g.ifElse(k.icmp(CmpI::sge, blk, k.c(0)), types, math,
@@ -1656,6 +1691,9 @@ void attentionKernel(GK &g, Operation *op) {
           return out;
         });
     SmallVector<Value> st(loopOut.begin(), loopOut.begin() + stateSize);
+    // Every lane's last Q read precedes the warp's stash.
+    if (qShared)
+      NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
     stashWarp(st);
     g.sync();
     // This chunk's (acc, max, sum) per head, combining the warps.
