@@ -35,10 +35,22 @@ using CmpI = arith::CmpIPredicate;
 using CmpF = arith::CmpFPredicate;
 
 constexpr int64_t kWarp = 32;
-/// Split-KV chunks: a sparse row's K blocks are split into
-/// min(K, kSparseChunks) chunks, a dense row's blocks into kDenseChunks.
+/// Split-KV chunks: steps of many tokens split a sparse row's K blocks into
+/// min(K, kSparseChunks) chunks and a dense row's blocks into kDenseChunks;
+/// steps of few tokens (decode) into more, up to min(K, kSparseMaxChunks)
+/// and kDenseMaxChunks, so that the step has about kDecodeItems work items
+/// (attentionStepChunks). The workspace holds kDenseMaxChunks partials per
+/// (token, query head) for both ops (gpuWorkspace).
 constexpr int64_t kSparseChunks = 8;
 constexpr int64_t kDenseChunks = 16;
+constexpr int64_t kSparseMaxChunks = 16;
+constexpr int64_t kDenseMaxChunks = 64;
+constexpr int64_t kDecodeItems = 512;
+/// 32-bit registers per lane that the per-token attention spends on the
+/// cache words of the 16-key groups it loads ahead (attentionKernel): heads
+/// of up to 64 channels, wider heads (Q in shared memory).
+constexpr int64_t kAheadWords = 96;
+constexpr int64_t kAheadWordsWide = 64;
 /// Rows of at most this many candidate blocks are sorted in shared memory
 /// by the top-k kernel (128K tokens at 128-token blocks).
 constexpr int64_t kSortBlocks = 1024;
@@ -944,8 +956,11 @@ void blockTopKKernel(GK &g, msa::BlockTopKOp op) {
 // Split-KV attention (sparse and dense)
 //===----------------------------------------------------------------------===//
 
+/// The attention op's shapes: Hq, Hkv, D, page size, group Hq / Hkv, the
+/// sparse K (block slots per row; 0 for dense attention), and the bounds of
+/// the per-step chunk count (attentionStepChunks).
 struct AttentionShape {
-  int64_t hq, hkv, d, page, group, chunks, slotsPerChunk;
+  int64_t hq, hkv, d, page, group, kk, minChunks, maxChunks;
 };
 
 AttentionShape attentionShape(Operation *op) {
@@ -958,19 +973,37 @@ AttentionShape attentionShape(Operation *op) {
   s.page = type.getPageSize();
   s.group = s.hq / s.hkv;
   if (auto sparse = dyn_cast<msa::SparseAttentionOp>(op)) {
-    int64_t kk = shapeOf(sparse.getBlockIds())[2];
-    s.chunks = std::min(kk, kSparseChunks);
-    s.slotsPerChunk = (kk + s.chunks - 1) / s.chunks;
+    s.kk = shapeOf(sparse.getBlockIds())[2];
+    s.minChunks = std::min(s.kk, kSparseChunks);
+    s.maxChunks = std::min(s.kk, kSparseMaxChunks);
   } else {
-    s.chunks = kDenseChunks;
-    s.slotsPerChunk = 0; // from the token's position
+    s.kk = 0;
+    s.minChunks = kDenseChunks;
+    s.maxChunks = kDenseMaxChunks;
   }
   return s;
 }
 
+/// The step's chunk count C (an index, the same in both attention kernels):
+/// ceil(kDecodeItems / (T Hkv)) clamped to [minChunks, maxChunks], so that
+/// a decode step has about kDecodeItems (T, KV head, chunk) work items and
+/// a step of many tokens keeps the fixed count minChunks (M3, Hkv = 4:
+/// dense 64 chunks up to T = 2, 32 at T = 4, 16 from T = 8; sparse 16 up to
+/// T = 8, 8 from T = 16). A sparse row's K slots go to chunks of
+/// ceil(K / C) slots, a dense row's blocks to chunks of ceil(blocks / C)
+/// (trailing chunks may be empty).
+Value attentionStepChunks(GK &g, const AttentionShape &s, Value T) {
+  KB &k = g.k;
+  Value rows =
+      arith::MaxSIOp::create(k.b, k.loc, k.imul(T, k.c(s.hkv)), k.c(1));
+  Value want = k.idiv(k.iadd(rows, k.c(kDecodeItems - 1)), rows);
+  return g.imin(arith::MaxSIOp::create(k.b, k.loc, want, k.c(s.minChunks)),
+                k.c(s.maxChunks));
+}
+
 /// The fragment words one warp's mma tiles take from a 16-key group: `kw[nt]`
 /// the K words of key key0 + nt * 8 + row, `vw[i]` the V words of key
-/// key0 + 2 quad + {0, 1, 8, 9}[i] (lane (row, quad); see attentionGroup for
+/// key0 + 2 quad + {0, 1, 8, 9}[i] (lane (row, quad); see attentionGroupRaw for
 /// which words).
 struct GroupWords {
   SmallVector<SmallVector<Value>> kw, vw;
@@ -1077,61 +1110,169 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   return out;
 }
 
-/// One 16-key group `grp` of block `blk` for this warp, K and V read from the
-/// cache page `phys` in global memory.
+/// The 32-bit registers one lane's `n` channels of a cache row take as
+/// loaded (cacheRowRaw): bf16 n / 2 words, FP8 n / 4, NVFP4 n / 8 code
+/// words (one 16-bit load for n = 4) and one scale byte per 16 channels.
+int64_t cacheRowRawWords(msa::PagedCacheType type, int64_t n) {
+  if (!isDecodedCache(type))
+    return n / 2;
+  if (!isNVFP4Cache(type))
+    return n / 4;
+  return std::max<int64_t>(n / 8, 1) + std::max<int64_t>(n / 16, 1);
+}
+
+/// Loads channels [c0, c0 + n) of row `key` of KV head `kvHead` in cache
+/// page `phys` (n a multiple of 4, c0 a multiple of n), undecoded: the
+/// cacheRowRawWords(type, n) values that decodeCacheRowRaw turns into the
+/// n / 2 words of bf16 pairs (channel c0 + 2i in the low half of word i).
+/// 16-byte loads where n allows. The loads only: the decode ALU work
+/// happens when the words are used (a group or more later).
+SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
+                               Value phys, Value kvHead, Value key, Value c0,
+                               int64_t n) {
+  KB &k = g.k;
+  if (!isDecodedCache(type))
+    return g.loadWords(
+        cache,
+        k.iadd(k.idiv(cacheOffset(k, phys, kvHead, key, type), k.c(2)),
+               k.idiv(c0, k.c(2))),
+        n / 2, (n / 2) % 4 == 0);
+  CacheRow row = cacheRow(k, cache, type, phys, kvHead, key);
+  if (!isNVFP4Cache(type))
+    return g.loadWords(cache, k.idiv(k.iadd(row.data, c0), k.c(4)), n / 4,
+                       n % 16 == 0);
+  Value codeByte = k.iadd(row.data, k.idiv(c0, k.c(2)));
+  SmallVector<Value> out;
+  if (n % 8 == 0)
+    out = g.loadWords(cache, k.idiv(codeByte, k.c(4)), n / 8, n % 32 == 0);
+  else
+    out.push_back(arith::ExtUIOp::create(
+        k.b, k.loc, k.i32, g.loadI16(cache, k.idiv(codeByte, k.c(2)))));
+  Type i8 = k.b.getI8Type();
+  for (int64_t j = 0; j < std::max<int64_t>(n / 16, 1); ++j) {
+    Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(j));
+    out.push_back(arith::ExtUIOp::create(
+        k.b, k.loc, k.i32,
+        LLVM::LoadOp::create(k.b, k.loc, i8,
+                             k.gep(cache, k.iadd(row.scales, block), i8))));
+  }
+  return out;
+}
+
+/// The n / 2 words of bf16 pairs of cacheRowRaw's `raw`, exactly as
+/// cacheWordsBF16 decodes them (FP8: e4m3PairToBF16; NVFP4: nvfp4Words with
+/// the rows of `table`, the nvfp4BF16Table words, here in shared memory).
+SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
+                                     ArrayRef<Value> raw, int64_t n,
+                                     Value table) {
+  KB &k = g.k;
+  if (!isDecodedCache(type))
+    return SmallVector<Value>(raw.begin(), raw.end());
+  SmallVector<Value> out;
+  if (!isNVFP4Cache(type)) {
+    for (Value x : raw) {
+      out.push_back(e4m3PairToBF16(g, x));
+      out.push_back(
+          e4m3PairToBF16(g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16))));
+    }
+    return out;
+  }
+  const int64_t codeWords = std::max<int64_t>(n / 8, 1);
+  SmallVector<Value> quads; // 4 codes each, in bits 0-15
+  for (int64_t i = 0; i < codeWords; ++i) {
+    quads.push_back(raw[i]);
+    if (n % 8 == 0)
+      quads.push_back(arith::ShRUIOp::create(k.b, k.loc, raw[i], g.ci32(16)));
+  }
+  auto vec = VectorType::get({4}, k.i32);
+  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
+    return g.prmt(lo, hi, sel);
+  };
+  SmallVector<Value> tableRow;
+  for (int64_t i = 0; i < n / 4; ++i) {
+    // c0 is a multiple of n: a new scale every 16 channels.
+    if ((4 * i) % 16 == 0) {
+      Value sb = raw[codeWords + 4 * i / 16];
+      Value at = k.gep(table,
+                       arith::IndexCastOp::create(
+                           k.b, k.loc, k.b.getIndexType(),
+                           arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
+                       k.i32);
+      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
+      tableRow.clear();
+      for (int64_t e = 0; e < 4; ++e)
+        tableRow.push_back(
+            LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
+    }
+    std::array<Value, 2> words = nvfp4Words(k, prmt, quads[i], tableRow);
+    out.push_back(words[0]);
+    out.push_back(words[1]);
+  }
+  return out;
+}
+
+/// The rows of a 16-key group one lane loads (attentionGroupRaw): K rows
+/// key0 + nt * 8 + row (nt = 0, 1), channels [quad D/4, (quad + 1) D/4),
+/// then V rows key0 + 2 quad + kVKeys[i], channels [row D/8, (row + 1) D/8),
+/// for lane (row, quad).
 ///
 /// The k positions of S = Q K^T are assigned to channels so that lane
 /// (row n, quad q) reads words [q W, q W + W) of key n (W = D / 8); the O
 /// tile columns so that lane (n, q) reads channels [n D/8, (n+1) D/8) of a
-/// V row: every lane reads contiguous 16-byte pieces, all issued before the
-/// first mma. `qa` follows the same assignment.
-///
-/// FP8 and NVFP4 caches (`vtype` may differ from `type`, K's) give the same
-/// words, decoded from the cache rows by cacheWordsBF16 (`kTable` and
-/// `vTable` their nvfp4Table).
-SmallVector<Value> attentionGroup(GK &g, const AttentionShape &s, Value grp,
-                                  Value blk, Value phys, Value p, Value kvHead,
-                                  msa::PagedCacheType type,
-                                  msa::PagedCacheType vtype, Value kc, Value vc,
-                                  Value kTable, Value vTable,
-                                  ArrayRef<SmallVector<Value>> qa, float scale,
-                                  ValueRange st) {
+/// V row: every lane reads contiguous pieces. `qa` (attentionKernel's query
+/// fragments) follows the same assignment.
+int64_t attentionGroupRawWords(const AttentionShape &s,
+                               msa::PagedCacheType type,
+                               msa::PagedCacheType vtype) {
+  return 2 * cacheRowRawWords(type, s.d / 4) +
+         4 * cacheRowRawWords(vtype, s.d / 8);
+}
+
+/// Issues this lane's loads of 16-key group `grp` (keys 16 grp .. 16 grp +
+/// 15) of cache page `phys`, K from `kc` (`type`) and V from `vc` (`vtype`,
+/// which may differ): attentionGroupRawWords values, undecoded.
+SmallVector<Value> attentionGroupRaw(GK &g, const AttentionShape &s, Value grp,
+                                     Value phys, Value kvHead,
+                                     msa::PagedCacheType type,
+                                     msa::PagedCacheType vtype, Value kc,
+                                     Value vc) {
   KB &k = g.k;
-  const int64_t d = s.d, kWords = d / 8, vWords = d / 16;
+  const int64_t d = s.d;
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value key0 = k.imul(grp, k.c(16)); // slot of the group's first key
-  auto rowWord = [&](Value key) {
-    return k.idiv(cacheOffset(k, phys, kvHead, key, type), k.c(2));
-  };
-  // Loads: K words of keys key0 + row and key0 + 8 + row; V channels of
-  // keys key0 + 2q, +1, +8, +9.
+  SmallVector<Value> raw;
+  for (int64_t nt = 0; nt < 2; ++nt)
+    llvm::append_range(raw, cacheRowRaw(g, type, kc, phys, kvHead,
+                                        k.iadd(key0, k.iadd(k.c(nt * 8), row)),
+                                        k.imul(quad, k.c(d / 4)), d / 4));
+  for (int64_t dk : kVKeys)
+    llvm::append_range(
+        raw, cacheRowRaw(g, vtype, vc, phys, kvHead,
+                         k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2)))),
+                         k.imul(row, k.c(d / 8)), d / 8));
+  return raw;
+}
+
+/// attentionGroupMath on group `grp` of block `blk` from attentionGroupRaw's
+/// `raw` words, decoded here (`table`: the NVFP4 decode table in shared
+/// memory, or null).
+SmallVector<Value> attentionGroupFromRaw(
+    GK &g, const AttentionShape &s, Value grp, Value blk, Value p,
+    ArrayRef<Value> raw, msa::PagedCacheType type, msa::PagedCacheType vtype,
+    Value table, ArrayRef<SmallVector<Value>> qa, float scale, ValueRange st) {
+  KB &k = g.k;
+  const int64_t d = s.d;
+  const int64_t kn = cacheRowRawWords(type, d / 4),
+                vn = cacheRowRawWords(vtype, d / 8);
   GroupWords words;
-  for (int64_t nt = 0; nt < 2; ++nt) {
-    Value key = k.iadd(key0, k.iadd(k.c(nt * 8), row));
-    if (isDecodedCache(type)) {
-      words.kw.push_back(
-          cacheWordsBF16(g, cacheRow(k, kc, type, phys, kvHead, key),
-                         k.imul(quad, k.c(2 * kWords)), 2 * kWords, kTable));
-      continue;
-    }
+  for (int64_t nt = 0; nt < 2; ++nt)
     words.kw.push_back(
-        g.loadWords(kc, k.iadd(rowWord(key), k.imul(quad, k.c(kWords))), kWords,
-                    kWords % 4 == 0));
-  }
-  for (int64_t dk : kVKeys) {
-    Value key = k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2))));
-    if (isDecodedCache(vtype)) {
-      words.vw.push_back(
-          cacheWordsBF16(g, cacheRow(k, vc, vtype, phys, kvHead, key),
-                         k.imul(row, k.c(2 * vWords)), 2 * vWords, vTable));
-      continue;
-    }
-    words.vw.push_back(
-        g.loadWords(vc, k.iadd(rowWord(key), k.imul(row, k.c(vWords))), vWords,
-                    vWords % 4 == 0));
-  }
-  return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
-                            st);
+        decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4, table));
+  for (int64_t i = 0; i < 4; ++i)
+    words.vw.push_back(decodeCacheRowRaw(
+        g, vtype, raw.slice(2 * kn + i * vn, vn), d / 8, table));
+  return attentionGroupMath(g, s, k.imul(grp, k.c(16)), blk, p,
+                            std::move(words), qa, scale, st);
 }
 
 /// A 16-key group staged in shared memory (the multi-token attention path):
@@ -1282,16 +1423,22 @@ bool attentionFits(Operation *op, int64_t threads) {
 
 /// Work item (t, g, c): the query heads of KV head g of token t (the rows
 /// of a 16-row tensor-core tile; rows past the group are zero) over chunk c
-/// of the token's blocks, in one of two ways.
+/// of the token's blocks, in one of two ways. The step has T Hkv C items,
+/// C = attentionStepChunks(T) (many chunks for a decode step of few
+/// tokens, so that it fills the GPU), tokens fastest.
 ///
 /// Per token: each warp takes 16-key groups of every block of the chunk:
 /// S = Q K^T by mma.sync m16n8k16 (bf16 in, FP32 out) from registers (Q)
 /// and global memory (K), online softmax on the accumulator fragments,
-/// O += P V by mma.sync with P repacked from the S fragments. The warps'
-/// (O, max, sum) are combined in shared memory into the chunk's partial
-/// (unnormalized O, max, sum) in the workspace; part 1
-/// (attentionCombineKernel) combines the chunks. P enters the P.V product
-/// as the sum of two bf16 terms (see attentionGroupMath).
+/// O += P V by mma.sync with P repacked from the S fragments. Each warp
+/// loads the K and V words of its next groups (kAheadWords registers for
+/// D <= 64; kAheadWordsWide beyond, Q fragments then in shared memory)
+/// before the math of the current one; FP8 / NVFP4 words are decoded only
+/// when used (NVFP4 table in shared memory). The warps' (O, max, sum) are
+/// combined in shared memory into the chunk's partial (unnormalized O, max,
+/// sum) in the workspace; part 1 (attentionCombineKernel) combines the
+/// chunks. P enters the P.V product as the sum of two bf16 terms (see
+/// attentionGroupMath).
 ///
 /// Several tokens (dense attention): the step's tokens form aligned runs of
 /// R = warps tokens (t0 = t - t mod R). When the run lies within the step,
@@ -1317,14 +1464,29 @@ void attentionKernel(GK &g, Operation *op) {
   Value ws = k.ptr(base + 1);
   auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
   auto vtype = cast<msa::PagedCacheType>(op->getOperand(2).getType());
-  Value kTable = nvfp4Table(g, type), vTable = nvfp4Table(g, vtype);
   const float scale =
       sparse ? cast<msa::SparseAttentionOp>(op).getScale().convertToFloat()
              : cast<msa::DenseAttentionOp>(op).getScale().convertToFloat();
-  const int64_t kk = sparse ? shapeOf(op->getOperand(6))[2] : 0;
+  const int64_t kk = s.kk;
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
   const int64_t groupsPerBlock = s.page / 16;
   Value T = k.scalar(0);
+  Value chunks = attentionStepChunks(g, s, T);
+  // The NVFP4 decode table (nvfp4BF16Table) in shared memory, off the
+  // global-memory path of the cache loads.
+  Value decodeTable;
+  if (isNVFP4Cache(type) || isNVFP4Cache(vtype)) {
+    Value global = nvfp4Table(g, isNVFP4Cache(type) ? type : vtype);
+    decodeTable = g.shared(k.i32, 1024);
+    auto vec = VectorType::get({4}, k.i32);
+    g.strided(g.tid, k.c(256), [&](Value r) {
+      Value at = k.imul(r, k.c(4));
+      Value v =
+          LLVM::LoadOp::create(k.b, k.loc, vec, k.gep(global, at, k.i32), 16);
+      LLVM::StoreOp::create(k.b, k.loc, v, k.gep(decodeTable, at, k.i32), 16);
+    });
+    g.sync();
+  }
   // The warps' O tiles; the multi-token way stages its groups here first
   // (warps x 16 x D floats hold `warps` staged groups of 64 D bytes).
   Value oSmem = g.sharedSpace(k.f32, g.warps * 16 * d, 16);
@@ -1336,7 +1498,7 @@ void attentionKernel(GK &g, Operation *op) {
 
   // Q fragments of token t (A, row-major 16 x 16 per k-step): rows `row`
   // and `row + 8` (query heads of the group; zero past it), the lane's D/8
-  // words (16-byte loads) in the k assignment of attentionGroup.
+  // words (16-byte loads) in the k assignment of attentionGroupRaw.
   auto queryFragments = [&](Value t, Value qHead0) {
     auto rowWords = [&](Value r) {
       Value inGroup = k.icmp(CmpI::ult, r, k.c(s.group));
@@ -1358,7 +1520,7 @@ void attentionKernel(GK &g, Operation *op) {
   // Dense blocks of chunk `chunk` for a token at position p: slots [lo, hi).
   auto denseChunk = [&](Value p, Value chunk) -> std::pair<Value, Value> {
     Value nb = k.iadd(k.idiv(p, k.c(s.page)), k.c(1));
-    Value per = k.idiv(k.iadd(nb, k.c(s.chunks - 1)), k.c(s.chunks));
+    Value per = k.idiv(k.iadd(nb, g.isub(chunks, k.c(1))), chunks);
     Value lo = g.imin(k.imul(chunk, per), nb);
     return {lo, g.imin(k.iadd(lo, per), nb)};
   };
@@ -1367,6 +1529,20 @@ void attentionKernel(GK &g, Operation *op) {
   SmallVector<Value> init(nTiles * 4, k.cf(0));
   init.append({negInf, negInf, k.cf(0), k.cf(0)});
   SmallVector<Type> types(init.size(), k.f32);
+  // Per-token way: raw words of one 16-key group per lane, and the groups
+  // each warp loads ahead: for heads of up to 64 channels kAheadWords
+  // registers (1 to 4 groups). Wider heads already hold 220-245 registers
+  // (O 64, Q 32, the group's K and V words 64 at D = 128; ptxas, sm_90a):
+  // their Q fragments wait in shared memory (qShared) and the groups ahead
+  // get kAheadWordsWide registers (D = 128: FP8 and NVFP4 2 groups; a bf16
+  // group, 64 words, would spill and stays at none).
+  const int64_t rawWords = attentionGroupRawWords(s, type, vtype);
+  const int64_t ahead = d <= 64
+                            ? std::clamp<int64_t>(kAheadWords / rawWords, 1, 4)
+                        : rawWords < kAheadWordsWide
+                            ? std::min<int64_t>(kAheadWordsWide / rawWords, 4)
+                            : 0;
+  const bool qShared = d > 64 && ahead > 0;
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
   // mS and lS (the four lanes of a quad hold a row's partial sums).
   auto stashWarp = [&](ArrayRef<Value> st) {
@@ -1396,8 +1572,7 @@ void attentionKernel(GK &g, Operation *op) {
   // Workspace row of (token t, query head `head`, chunk).
   auto wsRow = [&](Value t, Value head, Value chunk) {
     return k.imul(
-        k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), k.c(s.chunks)),
-               chunk),
+        k.iadd(k.imul(k.iadd(k.imul(t, k.c(s.hq)), head), chunks), chunk),
         k.c(d + 2));
   };
 
@@ -1406,42 +1581,119 @@ void attentionKernel(GK &g, Operation *op) {
     Value seq = k.loadIndex(seqs, t);
     Value qHead0 = k.imul(kvHead, k.c(s.group));
     SmallVector<SmallVector<Value>> qa = queryFragments(t, qHead0);
+    // With qShared, the Q fragments wait in this warp's rows of oS during
+    // the loop (lane-major 16-byte pieces, conflict-free) and are read
+    // back per group: their D/4 registers hold a group loaded ahead
+    // instead. stashWarp overwrites them after the loop.
+    Value qAt;
+    if (qShared) {
+      qAt = k.iadd(k.imul(g.warp, k.c(16 * d)), k.imul(g.lane, k.c(4)));
+      for (int64_t ks = 0; ks < kSteps; ++ks)
+        for (int64_t e = 0; e < 4; ++e)
+          g.storeI32(oS, k.iadd(qAt, k.c(ks * 4 * kWarp + e)), qa[ks][e]);
+    }
+    // Volatile: read per group, not hoisted out of the loop.
+    auto sharedQ = [&]() -> SmallVector<SmallVector<Value>> {
+      auto vec = VectorType::get({4}, k.i32);
+      SmallVector<SmallVector<Value>> q;
+      for (int64_t ks = 0; ks < kSteps; ++ks) {
+        Value x = LLVM::LoadOp::create(
+            k.b, k.loc, vec, k.gep(oS, k.iadd(qAt, k.c(ks * 4 * kWarp)), k.i32),
+            16,
+            /*isVolatile=*/true);
+        q.emplace_back();
+        for (int64_t e = 0; e < 4; ++e)
+          q.back().push_back(
+              LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+      }
+      return q;
+    };
 
     // Blocks of this chunk: slots [lo, hi).
     Value lo, hi;
     if (sparse) {
-      lo = g.imin(k.imul(chunk, k.c(s.slotsPerChunk)), k.c(kk));
-      hi = g.imin(k.iadd(lo, k.c(s.slotsPerChunk)), k.c(kk));
+      Value per = k.idiv(k.iadd(k.c(kk), g.isub(chunks, k.c(1))), chunks);
+      lo = g.imin(k.imul(chunk, per), k.c(kk));
+      hi = g.imin(k.iadd(lo, per), k.c(kk));
     } else {
       std::tie(lo, hi) = denseChunk(p, chunk);
     }
-    SmallVector<Value> st = k.reduceN(
-        lo, hi, init, [&](Value slot, ValueRange in) -> SmallVector<Value> {
-          Value blk = slot;
-          if (sparse)
-            blk = k.loadIndex(
-                ids,
-                k.iadd(k.imul(k.iadd(k.imul(kvHead, T), t), k.c(kk)), slot));
-          return g.ifElse(
-              k.icmp(CmpI::sge, blk, k.c(0)), types,
-              [&]() -> SmallVector<Value> {
-                Value phys = pageOf(k, table, seq, blk);
-                Value first = k.iadd(g.warp, k.c(0));
-                auto loop = scf::ForOp::create(
-                    k.b, k.loc, first, k.c(groupsPerBlock), k.c(g.warps), in);
-                OpBuilder::InsertionGuard guard(k.b);
-                k.b.setInsertionPointToEnd(loop.getBody());
-                SmallVector<Value> next =
-                    attentionGroup(g, s, loop.getInductionVar(), blk, phys, p,
-                                   kvHead, type, vtype, kc, vc, kTable, vTable,
-                                   qa, scale, loop.getRegionIterArgs());
-                scf::YieldOp::create(k.b, k.loc, next);
-                return SmallVector<Value>(loop.getResults());
-              },
-              [&]() -> SmallVector<Value> {
-                return SmallVector<Value>(in.begin(), in.end());
-              });
+    // This warp's items: group warp + j warps of each block, j < perBlock,
+    // block-major (item i: slot lo + i / perBlock). The loads of item i +
+    // ahead are issued before the math of item i (a ring of `ahead` items
+    // in the loop's registers), so each warp keeps ahead + 1 groups of K
+    // and V in flight; their words are decoded only when used.
+    const int64_t perBlock = groupsPerBlock / g.warps;
+    Value items = k.imul(g.isub(hi, lo), k.c(perBlock));
+    Value sparseRow =
+        sparse ? k.imul(k.iadd(k.imul(kvHead, T), t), k.c(kk)) : Value();
+    auto blockOf = [&](Value i) {
+      Value slot = k.iadd(lo, k.idiv(i, k.c(perBlock)));
+      return sparse ? k.loadIndex(ids, k.iadd(sparseRow, slot)) : slot;
+    };
+    auto groupOf = [&](Value i) {
+      return k.iadd(g.warp, k.imul(k.irem(i, k.c(perBlock)), k.c(g.warps)));
+    };
+    // An item in flight: its block (-1: none: past the chunk's end or an
+    // unselected sparse slot, whose keys are not loaded) and its raw cache
+    // words.
+    SmallVector<Type> rawTypes(rawWords, k.i32), indexType{k.b.getIndexType()};
+    auto issue = [&](Value i) {
+      Value blk = g.ifElse(
+          k.icmp(CmpI::ult, i, items), indexType,
+          [&]() -> SmallVector<Value> { return {blockOf(i)}; },
+          [&]() -> SmallVector<Value> { return {k.c(-1)}; })[0];
+      SmallVector<Value> item{blk};
+      llvm::append_range(
+          item, g.ifElse(
+                    k.icmp(CmpI::sge, blk, k.c(0)), rawTypes,
+                    [&]() -> SmallVector<Value> {
+                      return attentionGroupRaw(g, s, groupOf(i),
+                                               pageOf(k, table, seq, blk),
+                                               kvHead, type, vtype, kc, vc);
+                    },
+                    [&]() -> SmallVector<Value> {
+                      return SmallVector<Value>(rawWords, g.ci32(0));
+                    }));
+      return item;
+    };
+    SmallVector<Value> loopInit(init.begin(), init.end());
+    for (int64_t a = 0; a < ahead; ++a)
+      llvm::append_range(loopInit, issue(k.c(a)));
+    const size_t stateSize = init.size(), itemSize = rawWords + 1;
+    SmallVector<Value> loopOut = k.reduceN(
+        k.c(0), items, loopInit,
+        [&](Value i, ValueRange in) -> SmallVector<Value> {
+          ValueRange state = in.take_front(stateSize);
+          SmallVector<Value> next = issue(k.iadd(i, k.c(ahead)));
+          SmallVector<Value> cur =
+              ahead ? SmallVector<Value>(in.slice(stateSize, itemSize)) : next;
+          Value blk = cur[0];
+          SmallVector<Value> raw(cur.begin() + 1, cur.end());
+          auto math = [&]() -> SmallVector<Value> {
+            return attentionGroupFromRaw(
+                g, s, groupOf(i), blk, p, raw, type, vtype, decodeTable,
+                qShared ? sharedQ() : qa, scale, state);
+          };
+          SmallVector<Value> out =
+              sparse ? g.ifElse(k.icmp(CmpI::sge, blk, k.c(0)), types, math,
+                                [&]() -> SmallVector<Value> {
+                                  return SmallVector<Value>(state.begin(),
+                                                            state.end());
+                                })
+                     : math();
+          // The ring moves by one item.
+          if (ahead) {
+            for (Value v : in.drop_front(stateSize + itemSize))
+              out.push_back(v);
+            llvm::append_range(out, next);
+          }
+          return out;
         });
+    SmallVector<Value> st(loopOut.begin(), loopOut.begin() + stateSize);
+    // Every lane's last Q read precedes the warp's stash.
+    if (qShared)
+      NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
     stashWarp(st);
     g.sync();
     // This chunk's (acc, max, sum) per head, combining the warps.
@@ -1553,10 +1805,10 @@ void attentionKernel(GK &g, Operation *op) {
   // Tokens vary fastest: CTAs running at once take the same KV head and
   // chunk of neighbouring tokens (runs), whose keys (the same or close
   // blocks in a prefill chunk) are then read from L2 instead of HBM.
-  g.ctaLoop(k.imul(T, k.c(s.hkv * s.chunks)), [&](Value w) {
+  g.ctaLoop(k.imul(k.imul(T, k.c(s.hkv)), chunks), [&](Value w) {
     Value t = k.irem(w, T);
-    Value kvHead = k.idiv(w, k.imul(T, k.c(s.chunks)));
-    Value chunk = k.irem(k.idiv(w, T), k.c(s.chunks));
+    Value kvHead = k.idiv(w, k.imul(T, chunks));
+    Value chunk = k.irem(k.idiv(w, T), chunks);
     // The multi-token way for heads of whole 64-channel groups (16-byte
     // K and V pieces; measured on the H200 at D = 128), dense attention
     // with bf16 caches (the stages hold bf16 rows).
@@ -1596,7 +1848,10 @@ void attentionKernel(GK &g, Operation *op) {
 
 /// Part 1 of the attention kernel: out[t, h, c] = sum_chunks exp(m_k - M)
 /// acc_k[c] / sum_chunks exp(m_k - M) l_k over the chunks with l_k > 0
-/// (M = max m_k); 0 when no key was visible. One thread per output.
+/// (M = max m_k); 0 when no key was visible. One thread per output; the
+/// chunks are the C = attentionStepChunks(T) that part 0 wrote (workspace
+/// rows (t Hq + h) C + k of D + 2 floats: acc, then m, l), summed in chunk
+/// order.
 void attentionCombineKernel(GK &g, Operation *op) {
   KB &k = g.k;
   const bool sparse = isa<msa::SparseAttentionOp>(op);
@@ -1606,27 +1861,27 @@ void attentionCombineKernel(GK &g, Operation *op) {
   Type oe = elementOf(op->getResult(0));
   const int64_t d = s.d;
   Value negInf = k.cf(-INFINITY);
+  Value chunks = attentionStepChunks(g, s, k.scalar(0));
   threadLoop(g, k.imul(k.scalar(0), k.c(s.hq * d)), [&](Value e) {
     Value th = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d)); // th = t * hq + h
-    Value row0 = k.imul(th, k.c(s.chunks));
-    SmallVector<Value> m, l, acc;
-    for (int64_t ch = 0; ch < s.chunks; ++ch) {
-      Value r = k.imul(k.iadd(row0, k.c(ch)), k.c(d + 2));
-      m.push_back(k.loadF(ws, k.iadd(r, k.c(d)), k.f32));
-      l.push_back(k.loadF(ws, k.iadd(r, k.c(d + 1)), k.f32));
-      acc.push_back(k.loadF(ws, k.iadd(r, c), k.f32));
-    }
-    Value mx = negInf;
-    for (int64_t ch = 0; ch < s.chunks; ++ch)
-      mx = k.maxf(mx, m[ch]);
-    Value num = k.cf(0), den = k.cf(0);
-    for (int64_t ch = 0; ch < s.chunks; ++ch) {
-      // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
-      Value wgt = k.select(k.fcmp(CmpF::UGT, l[ch], k.cf(0)),
-                           k.exp(k.sub(m[ch], mx)), k.cf(0));
-      num = k.add(num, k.mul(wgt, acc[ch]));
-      den = k.add(den, k.mul(wgt, l[ch]));
-    }
+    Value row0 = k.imul(th, chunks);
+    auto rowOf = [&](Value ch) { return k.imul(k.iadd(row0, ch), k.c(d + 2)); };
+    Value mx = k.reduce(k.c(0), chunks, negInf, [&](Value ch, Value a) {
+      return k.maxf(a, k.loadF(ws, k.iadd(rowOf(ch), k.c(d)), k.f32));
+    });
+    SmallVector<Value> sums = k.reduceN(
+        k.c(0), chunks, {k.cf(0), k.cf(0)},
+        [&](Value ch, ValueRange in) -> SmallVector<Value> {
+          Value r = rowOf(ch);
+          Value m = k.loadF(ws, k.iadd(r, k.c(d)), k.f32);
+          Value l = k.loadF(ws, k.iadd(r, k.c(d + 1)), k.f32);
+          Value acc = k.loadF(ws, k.iadd(r, c), k.f32);
+          // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
+          Value wgt = k.select(k.fcmp(CmpF::UGT, l, k.cf(0)),
+                               k.exp(k.sub(m, mx)), k.cf(0));
+          return {k.add(in[0], k.mul(wgt, acc)), k.add(in[1], k.mul(wgt, l))};
+        });
+    Value num = sums[0], den = sums[1];
     // No visible key: output 0.
     Value denom = k.select(k.fcmp(CmpF::OGT, den, k.cf(0)), den, k.cf(1));
     k.storeF(out, e, k.div(num, denom), oe);
@@ -3256,8 +3511,11 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
     return {PrologueShape(prologue).totalHeads * kTileN, 0};
   if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
     return {};
+  // Room for kDenseMaxChunks (>= any op's maxChunks) partials of D + 2
+  // floats per query head, so that dense and sparse attention with the same
+  // Hq and D share one workspace.
   AttentionShape s = attentionShape(op);
-  return {s.hq * s.chunks * (s.d + 2), 0};
+  return {s.hq * kDenseMaxChunks * (s.d + 2), 0};
 }
 
 bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
