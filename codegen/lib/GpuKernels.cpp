@@ -39,8 +39,9 @@ constexpr int64_t kWarp = 32;
 /// min(K, kSparseChunks) chunks and a dense row's blocks into kDenseChunks;
 /// steps of few tokens (decode) into more, up to min(K, kSparseMaxChunks)
 /// and kDenseMaxChunks, so that the step has about kDecodeItems work items
-/// (attentionStepChunks). The workspace holds kDenseMaxChunks partials per
-/// (token, query head) for both ops (gpuWorkspace).
+/// (attentionStepChunks). The workspace holds kDenseChunks partials per
+/// (token, query head) for both ops, and a fixed workspace the partials of
+/// the decode steps that take more (attentionWorkspace, gpuWorkspace).
 constexpr int64_t kSparseChunks = 8;
 constexpr int64_t kDenseChunks = 16;
 constexpr int64_t kSparseMaxChunks = 16;
@@ -1001,6 +1002,32 @@ Value attentionStepChunks(GK &g, const AttentionShape &s, Value T) {
                 k.c(s.maxChunks));
 }
 
+/// Partials (of D + 2 floats per query head) of the fixed workspace: the
+/// most T C a step with C > kDenseChunks needs (dense attention at steps of
+/// fewer than kDecodeItems / (Hkv kDenseChunks) tokens; M3: 128 at T <= 7).
+int64_t attentionFixedPartials(int64_t hkv) {
+  int64_t most = 0;
+  for (int64_t t = 1; t * hkv < kDecodeItems; ++t) {
+    const int64_t c = std::min(
+        std::max((kDecodeItems + t * hkv - 1) / (t * hkv), kDenseChunks),
+        kDenseMaxChunks);
+    if (c > kDenseChunks)
+      most = std::max(most, t * c);
+  }
+  return most;
+}
+
+/// The workspace of the step's partials: rows (t Hq + h) C + chunk of
+/// D + 2 floats. Steps with C <= kDenseChunks use the per-token workspace
+/// (kDenseChunks partials per token and query head: buffer base + 1), the
+/// others the fixed one (attentionFixedPartials: buffer base + 2).
+Value attentionWorkspace(GK &g, int base, Value chunks) {
+  KB &k = g.k;
+  Value fixed = k.icmp(CmpI::sgt, chunks, k.c(kDenseChunks));
+  return LLVM::SelectOp::create(k.b, k.loc, fixed, k.ptr(base + 2),
+                                k.ptr(base + 1));
+}
+
 /// The fragment words one warp's mma tiles take from a 16-key group: `kw[nt]`
 /// the K words of key key0 + nt * 8 + row, `vw[i]` the V words of key
 /// key0 + 2 quad + {0, 1, 8, 9}[i] (lane (row, quad); see attentionGroupRaw for
@@ -1461,7 +1488,6 @@ void attentionKernel(GK &g, Operation *op) {
         seqs = k.ptr(4), pos = k.ptr(5);
   const int base = sparse ? 7 : 6;
   Value ids = sparse ? k.ptr(6) : Value();
-  Value ws = k.ptr(base + 1);
   auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
   auto vtype = cast<msa::PagedCacheType>(op->getOperand(2).getType());
   const float scale =
@@ -1472,6 +1498,7 @@ void attentionKernel(GK &g, Operation *op) {
   const int64_t groupsPerBlock = s.page / 16;
   Value T = k.scalar(0);
   Value chunks = attentionStepChunks(g, s, T);
+  Value ws = attentionWorkspace(g, base, chunks);
   // The NVFP4 decode table (nvfp4BF16Table) in shared memory, off the
   // global-memory path of the cache loads.
   Value decodeTable;
@@ -1857,11 +1884,12 @@ void attentionCombineKernel(GK &g, Operation *op) {
   const bool sparse = isa<msa::SparseAttentionOp>(op);
   AttentionShape s = attentionShape(op);
   const int base = sparse ? 7 : 6;
-  Value out = k.ptr(base), ws = k.ptr(base + 1);
+  Value out = k.ptr(base);
   Type oe = elementOf(op->getResult(0));
   const int64_t d = s.d;
   Value negInf = k.cf(-INFINITY);
   Value chunks = attentionStepChunks(g, s, k.scalar(0));
+  Value ws = attentionWorkspace(g, base, chunks);
   threadLoop(g, k.imul(k.scalar(0), k.c(s.hq * d)), [&](Value e) {
     Value th = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d)); // th = t * hq + h
     Value row0 = k.imul(th, chunks);
@@ -3511,11 +3539,17 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
     return {PrologueShape(prologue).totalHeads * kTileN, 0};
   if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
     return {};
-  // Room for kDenseMaxChunks (>= any op's maxChunks) partials of D + 2
-  // floats per query head, so that dense and sparse attention with the same
-  // Hq and D share one workspace.
+  // Room for kDenseChunks (>= any op's minChunks) partials of D + 2 floats
+  // per token and query head, so that dense and sparse attention with the
+  // same Hq and D share one workspace, and the fixed workspace of decode
+  // steps with more chunks (attentionWorkspace; sparse attention's C never
+  // exceeds kSparseMaxChunks = kDenseChunks, but it gets the same buffer so
+  // that the launches stay alike).
+  static_assert(kSparseMaxChunks <= kDenseChunks,
+                "sparse steps must fit the per-token workspace");
   AttentionShape s = attentionShape(op);
-  return {s.hq * kDenseMaxChunks * (s.d + 2), 0};
+  return {s.hq * kDenseChunks * (s.d + 2), 0,
+          s.hq * attentionFixedPartials(s.hkv) * (s.d + 2)};
 }
 
 bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {

@@ -28,6 +28,10 @@ namespace msac::kernels {
 struct GpuWorkspace {
   int64_t floatsPerToken = 0;
   int64_t countersPerToken = 0;
+  /// Floats of a second workspace of fixed size (not per token), passed
+  /// after the counters: room for the extra split-KV partials of decode
+  /// steps of few tokens.
+  int64_t fixedFloats = 0;
 };
 
 /// True when `op` has a GPU-specific kernel for CTAs of `threads` threads
@@ -35,8 +39,8 @@ struct GpuWorkspace {
 bool hasGpuKernel(Operation *op, int64_t threads);
 
 /// The workspace of `op`'s GPU kernel (zero for most ops). When non-zero
-/// the launch passes the workspace and the counters after the op's own
-/// buffers.
+/// the launch passes the workspace, the counters and the fixed workspace
+/// after the op's own buffers.
 GpuWorkspace gpuWorkspace(Operation *op);
 
 /// Launches `op`'s GPU kernel takes (parts that run one after the other over

@@ -689,10 +689,12 @@ private:
     return static_cast<int64_t>(program.buffers.size()) - 1;
   }
   std::vector<Extent> symbolicShape(Value v);
-  /// A [T, perToken] scratch buffer of `dtype`, shared by every launch
-  /// asking for that shape.
-  int64_t scratchBuffer(const std::string &dtype, int64_t perToken) {
-    std::string key = dtype + "x" + std::to_string(perToken);
+  /// A [T, perToken] scratch buffer of `dtype` (with `perStep` false, a
+  /// [perToken] one), shared by every launch asking for that shape.
+  int64_t scratchBuffer(const std::string &dtype, int64_t perToken,
+                        bool perStep = true) {
+    std::string key =
+        dtype + (perStep ? "x" : "fixed") + std::to_string(perToken);
     auto it = scratchByShape.find(key);
     if (it != scratchByShape.end())
       return it->second;
@@ -701,6 +703,8 @@ private:
     desc.name = "t" + std::to_string(program.buffers.size());
     desc.dtype = dtype;
     desc.shape = {{0, "T"}, {perToken, ""}};
+    if (!perStep)
+      desc.shape = {{perToken, ""}};
     int64_t id = newBuffer(desc);
     scratchByShape[key] = id;
     return id;
@@ -855,6 +859,8 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
       launch.buffers.push_back(scratchBuffer("f32", ws.floatsPerToken));
     if (ws.countersPerToken)
       launch.buffers.push_back(scratchBuffer("i32", ws.countersPerToken));
+    if (ws.fixedFloats)
+      launch.buffers.push_back(scratchBuffer("f32", ws.fixedFloats, false));
   }
   // A GPU kernel in several parts runs as consecutive launches over the same
   // buffers; on the host the first part does the whole op and the others
