@@ -30,6 +30,13 @@
 #                     and index_score, bf16 vs FP8 vs NVFP4, time ratios next
 #                     to byte ratios (bench/caches_report.py; JSON in
 #                     OUT/caches-*.json; about 3 minutes)
+#          prologue-caches
+#                     the fused prologue writing FP8 and NVFP4 KV/index
+#                     caches: the tiny and head-128 fused models against the
+#                     reference on the GPU (both formats; head-128 printed,
+#                     not counted, as in caches), then m3f-fp8.msa's and
+#                     m3f-nvfp4.msa's layers against PyTorch at decode 1
+#                     and 8 and prefill 2 x 256 (one summary line each)
 #          conformance  bench/gpu_conformance.py on conformance/: the
 #                     unit tests' FP8 / NVFP4 conversion kernels (E4M3
 #                     encode and decodes, the exhaustive NVFP4 -> E4M3
@@ -148,6 +155,18 @@ quiet_check() {
     "$RESULTS/check-$1.txt") FAIL"
   grep -E '\| FAIL|rror' "$RESULTS/check-$1.txt" | head -5
 }
+if [[ $PARTS == *,prologue-caches,* ]]; then
+  for a in tinyf-fp8:tiny tinyf-nvfp4:tiny h128f-fp8:h128 h128f-nvfp4:h128; do
+    timeout 150 ./msac-host-check ${a%%:*}.msa ${a##*:} --quick --device cuda \
+      > "$RESULTS/check-${a%%:*}.txt" 2>&1 || [ ${a##*:} = h128 ] || status=1
+    echo "${a%%:*}: $(grep -E "FAIL|passed" "$RESULTS/check-${a%%:*}.txt" | tail -3)"
+  done
+  for c in fp8 nvfp4; do
+    quiet_check fused-$c-decode-1x8192 1 8192 0 no m3f-$c.msa
+    quiet_check fused-$c-decode-8x8192 8 8192 0 no m3f-$c.msa
+    quiet_check fused-$c-prefill-2x256-8192 2 8192 256 no m3f-$c.msa
+  done
+fi
 if [[ $PARTS == *,conformance,* ]]; then
   timeout 120 python3 "$BENCH/gpu_conformance.py" conformance 2>&1 \
     | tee "$RESULTS/conformance.txt"

@@ -84,10 +84,65 @@ class Step:
                 done += n
                 at = ((at + n + 4096) % size) & ~255
             t = torch.cat(parts)
-        dt = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32}[b["dtype"]]
-        t = t.view(dt).reshape(b["shape"])
+        if b["dtype"] in ("f8E4M3FN", "nvfp4"):
+            # An FP8 / NVFP4 cache, decoded to the bf16 values its readers
+            # use (exact: E4M3 values are bf16 values).
+            t = decode_cache(t, b["dtype"], b["shape"])
+        else:
+            dt = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32}[b["dtype"]]
+            t = t.view(dt).reshape(b["shape"])
         self.cache[bid] = t
         return t
+
+
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def to_e4m3(x):
+    """FP32 -> the FP32 value of E4M3 (round to nearest even, saturating at
+    +-448, as msac's encodeE4M3)."""
+    return x.float().clamp(-448.0, 448.0).to(torch.float8_e4m3fn).float()
+
+
+def decode_cache(raw, dtype, shape):
+    """A dumped paged cache [pages, H, page, D] as bf16 values: FP8 E4M3
+    bytes, or NVFP4 pages (codes [H, page, D / 2], low nibble first, then
+    E4M3 scales [H, page, D / 16]) dequantized to FP8 as the attention and
+    indexer read them (code x scale in FP32, rounded to E4M3; spec 4.2)."""
+    pages, H, page, D = shape
+    if dtype == "f8E4M3FN":
+        return raw.view(torch.float8_e4m3fn).float().reshape(shape).to(torch.bfloat16)
+    ncode = H * page * D // 2
+    raw = raw[:pages * (ncode + H * page * D // 16)].view(pages, -1)
+    codes = raw[:, :ncode].reshape(pages, H, page, D // 2)
+    scales = raw[:, ncode:].reshape(pages, H, page, D // 16)
+    c = torch.stack([codes & 15, codes >> 4], -1).reshape(pages, H, page, D).long()
+    mag = torch.tensor(E2M1, device=raw.device)[c & 7]
+    val = torch.where((c & 8) != 0, -mag, mag)
+    scale = scales.view(torch.float8_e4m3fn).float().repeat_interleave(16, -1)
+    return to_e4m3(val * scale).to(torch.bfloat16)
+
+
+def quantize_like_cache(x, dtype):
+    """The values msa.kv_cache_insert stores for x (last dim = head_dim),
+    as the cache's readers see them (bf16): FP8 E4M3 (saturating, nearest
+    even), or NVFP4 per 16 values (scale = E4M3(amax / 6), code =
+    E2M1(x / scale) nearest even, 0 when the scale is 0), dequantized to
+    FP8 like decode_cache."""
+    if dtype == "bf16":
+        return x
+    if dtype == "f8E4M3FN":
+        return to_e4m3(x).to(torch.bfloat16)
+    b = x.float().unflatten(-1, (-1, 16))
+    scale = to_e4m3(b.abs().amax(-1, keepdim=True) / 6.0)
+    q = b / torch.where(scale == 0, torch.ones_like(scale), scale)
+    a = q.abs()
+    code = ((a > 0.25).long() + (a >= 0.75).long() + (a > 1.25).long() + (a >= 1.75).long()
+            + (a > 2.5).long() + (a >= 3.5).long() + (a > 5.0).long())
+    mag = torch.tensor(E2M1, device=x.device)[code]
+    val = torch.where(q < 0, -mag, mag)
+    val = torch.where((scale == 0) | torch.isnan(q), torch.zeros_like(val), val)
+    return to_e4m3(val * scale).flatten(-2).to(torch.bfloat16)
 
 
 def gather_seq(cache, table, seq, n):

@@ -2953,9 +2953,9 @@ struct PrologueShape {
 
 /// True when msa.attention_prologue has GPU kernels: bf16 activations and
 /// weights, heads of kTileN channels in every branch (the tile holds one
-/// head, so the norm and RoPE see a whole head), bf16 or f32 caches, a
-/// rotated half of whole 8-channel groups (RoPE pairs then sit in one
-/// thread's accumulators), H a multiple of 256.
+/// head, so the norm and RoPE see a whole head), bf16, f32, FP8 E4M3 or
+/// NVFP4 caches, a rotated half of whole 8-channel groups (RoPE pairs then
+/// sit in one thread's accumulators), H a multiple of 256.
 bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
   if (threads != wgmma::kThreads)
     return false;
@@ -2975,9 +2975,12 @@ bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
   SmallVector<msa::PagedCacheType> caches = {op.getKeyCache().getType()};
   if (s.hasIndex)
     caches.push_back(op.getIndexCache().getType());
-  for (msa::PagedCacheType c : caches)
-    if (!c.getElementType().isBF16() && !c.getElementType().isF32())
+  for (msa::PagedCacheType c : caches) {
+    Type ce = c.getElementType();
+    if (!ce.isBF16() && !ce.isF32() && !isa<Float8E4M3FNType>(ce) &&
+        !isNVFP4Cache(c))
       return false;
+  }
   const int64_t r = op.getRotaryDim();
   return r % 16 == 0 && r <= kTileN;
 }
@@ -3015,11 +3018,13 @@ struct PrologueBuffers {
 /// Where the prologue writes token `t`'s row of branch `kind` (local head
 /// `head`): q / index_q rows of their activations, or the k / v / index_k
 /// cache slot at (block_table[seq, p / page], p % page); `at` is the
-/// element offset of the row's first channel in `base`, `type` the stored
-/// element type.
+/// element offset (NVFP4: byte offset of the codes) of the row's first
+/// channel in `base`, `type` the stored element type, `scales` (NVFP4
+/// only) the byte offset of the row's first block scale (cacheRow).
 struct PrologueRow {
   Value base, at;
   Type type;
+  Value scales;
 };
 PrologueRow prologueRow(GK &g, const PrologueShape &s, const PrologueBuffers &b,
                         int kind, Value head, Value t) {
@@ -3027,16 +3032,59 @@ PrologueRow prologueRow(GK &g, const PrologueShape &s, const PrologueBuffers &b,
   if (kind == PrologueShape::Q || kind == PrologueShape::IQ)
     return {b.out[kind],
             k.imul(k.iadd(k.imul(t, k.c(s.heads[kind])), head), k.c(kTileN)),
-            s.act};
+            s.act, Value()};
   msa::PagedCacheType type = kind == PrologueShape::IK
                                  ? s.op.getIndexCache().getType()
                                  : s.op.getKeyCache().getType();
   Value p = k.loadIndex(b.pos, t);
   Value phys = pageOf(k, b.table, k.loadIndex(b.seqs, t),
                       k.idiv(p, k.c(type.getPageSize())));
-  return {b.cache[kind],
-          cacheOffset(k, phys, head, k.irem(p, k.c(type.getPageSize())), type),
-          type.getElementType()};
+  CacheRow row = cacheRow(k, b.cache[kind], type, phys, head,
+                          k.irem(p, k.c(type.getPageSize())));
+  return {row.cache, row.data, type.getElementType(), row.scales};
+}
+
+/// True when branch `kind` goes to an NVFP4 cache.
+bool prologueNVFP4(const PrologueShape &s, int kind) {
+  if (kind == PrologueShape::Q || kind == PrologueShape::IQ)
+    return false;
+  return isNVFP4Cache(kind == PrologueShape::IK ? s.op.getIndexCache().getType()
+                                                : s.op.getKeyCache().getType());
+}
+
+/// The NVFP4 scale (as storeNVFP4Block's) of a 16-channel block
+/// whose values the lanes lane ^ 0..3 hold 4 each (`four`: this lane's):
+/// the absolute maximum of this lane's values, then over the 4 lanes by
+/// butterfly shuffles (every lane gets it; maximumf is exact and order
+/// free). Every lane of the warp must call it.
+NVFP4Scale prologueQuadScale(GK &g, ArrayRef<Value> four) {
+  KB &k = g.k;
+  Value amax = k.cf(0);
+  for (Value v : four)
+    amax = k.maxf(amax, math::AbsFOp::create(k.b, k.loc, v));
+  for (int64_t off : {1, 2})
+    amax = k.maxf(amax, g.shflXor(amax, off));
+  return nvfp4Scale(k, nvfp4ScaleByte(k, amax));
+}
+
+/// Stores channels `c` and c + 1 (even `c`; values `lo`, `hi`) of the
+/// NVFP4 row `row` as one code byte of a block of scale `scale`.
+void storeNVFP4Pair(KB &k, const PrologueRow &row, Value c,
+                    const NVFP4Scale &scale, Value lo, Value hi) {
+  Type i8 = k.b.getI8Type();
+  Value code = nvfp4Code(k, scale, lo);
+  Value byte = nvfp4PackCodes(k, code, nvfp4Code(k, scale, hi));
+  LLVM::StoreOp::create(k.b, k.loc,
+                        arith::TruncIOp::create(k.b, k.loc, i8, byte),
+                        k.gep(row.base, k.iadd(row.at, k.idiv(c, k.c(2))), i8));
+}
+
+/// Stores the E4M3 scale byte of block `block` of the NVFP4 row `row`.
+void storeNVFP4Scale(KB &k, const PrologueRow &row, Value block,
+                     const NVFP4Scale &scale) {
+  LLVM::StoreOp::create(
+      k.b, k.loc, scale.byte,
+      k.gep(row.base, k.iadd(row.scales, block), k.b.getI8Type()));
 }
 
 /// The epilogue of one (64-token tile at row0, head) item of branch `kind`
@@ -3047,7 +3095,9 @@ PrologueRow prologueRow(GK &g, const PrologueShape &s, const PrologueBuffers &b,
 /// a row) and the NeoX RoPE (channel c < rotary_dim / 2 with c +
 /// rotary_dim / 2, both in this thread), each rounded again as the unfused
 /// kernels do; then q / index_q go to their activations and k / v /
-/// index_k into the caches at (block_table[seq, p / page], p % page).
+/// index_k into the caches at (block_table[seq, p / page], p % page),
+/// converted as msa.kv_cache_insert converts those rounded values (an
+/// NVFP4 block of 16 channels is 4 values in each thread of the quad).
 void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
                       int kind, Value head, Value row0, Value T,
                       const std::function<Value(int64_t)> &value) {
@@ -3055,6 +3105,7 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
   msa::AttentionPrologueOp op = s.op;
   const int64_t d = kTileN, r = op.getRotaryDim(), half = r / 2;
   const bool normed = kind != PrologueShape::V;
+  const bool nvfp4 = prologueNVFP4(s, kind);
   Type ne = normed ? elementOf(s.norm(kind)) : Type();
   Value quad = k.irem(g.lane, k.c(4));
   Value rowBase = k.iadd(k.imul(g.warp, k.c(16)), k.idiv(g.lane, k.c(4)));
@@ -3095,10 +3146,29 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
         vals[partner] = g.roundTo(k.add(k.mul(bb, cs), k.mul(a, sn)), s.act);
       }
     }
+    // NVFP4: block jb is vals[4 jb + 2 m + e] (channel 16 jb + 8 m +
+    // 2 quad + e) of the quad's threads; the scales (shuffles) before the
+    // divergent stores.
+    SmallVector<NVFP4Scale> scales;
+    if (nvfp4)
+      for (int64_t jb = 0; jb < d / 16; ++jb)
+        scales.push_back(
+            prologueQuadScale(g, ArrayRef<Value>(vals).slice(4 * jb, 4)));
     k.ifThen(valid, [&] {
       PrologueRow row = prologueRow(g, s, b, kind, head, t);
-      for (size_t i = 0; i < vals.size(); ++i)
-        k.storeF(row.base, k.iadd(row.at, cols[i]), vals[i], row.type);
+      if (!nvfp4) {
+        for (size_t i = 0; i < vals.size(); ++i)
+          k.storeF(row.base, k.iadd(row.at, cols[i]), vals[i], row.type);
+        return;
+      }
+      for (int64_t jb = 0; jb < d / 16; ++jb) {
+        for (int64_t m = 0; m < 2; ++m) {
+          const int64_t i = 4 * jb + 2 * m;
+          storeNVFP4Pair(k, row, cols[i], scales[jb], vals[i], vals[i + 1]);
+        }
+        k.ifThen(k.icmp(CmpI::eq, quad, k.c(jb % 4)),
+                 [&] { storeNVFP4Scale(k, row, k.c(jb), scales[jb]); });
+      }
     });
   }
 }
@@ -3110,7 +3180,8 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
 /// normed branches the per-head RMSNorm (warp sum of squares) and the NeoX
 /// RoPE (channel c < rotary_dim / 2 with c + rotary_dim / 2, which lane
 /// l + rotary_dim / 8 holds), each rounded; then q / index_q to their
-/// activations, k / v / index_k into the caches.
+/// activations, k / v / index_k into the caches (an NVFP4 block of 16
+/// channels is the 4 lanes 4 j .. 4 j + 3).
 void prologueRowEpilogue(GK &g, const PrologueShape &s,
                          const PrologueBuffers &b, int kind, Value head,
                          Value t, Value gh) {
@@ -3166,6 +3237,15 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
     }
   }
   PrologueRow row = prologueRow(g, s, b, kind, head, t);
+  if (prologueNVFP4(s, kind)) {
+    NVFP4Scale scale = prologueQuadScale(g, vals);
+    for (int64_t m = 0; m < 2; ++m)
+      storeNVFP4Pair(k, row, k.iadd(c0, k.c(2 * m)), scale, vals[2 * m],
+                     vals[2 * m + 1]);
+    k.ifThen(k.icmp(CmpI::eq, k.irem(g.lane, k.c(4)), k.c(0)),
+             [&] { storeNVFP4Scale(k, row, k.idiv(g.lane, k.c(4)), scale); });
+    return;
+  }
   for (int64_t e = 0; e < 4; ++e)
     k.storeF(row.base, k.iadd(row.at, k.iadd(c0, k.c(e))), vals[e], row.type);
 }

@@ -158,12 +158,14 @@ void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
 /// scratch `x` rounded to `act`, then (when `norm` is set) the per-head
 /// norm and the NeoX RoPE round it again in place, as the unfused
 /// linear / rms_norm / rope kernels do (same FP32 sums in the same
-/// order); `store(h, i, value)` writes channel `i` of head `h`.
-void prologueBranch(KB &k, Value in, Value t, int64_t hidden, Type ie, Value w,
-                    Type we, int64_t heads, int64_t d, Value norm, Type ne,
-                    msa::AttentionPrologueOp op, Value pos, Type act, Value x,
-                    Value tmp,
-                    const std::function<void(Value, Value, Value)> &store) {
+/// order); `store(h, value)` writes head `h`, whose channel `i` is
+/// `value(i)` (the scratch, FP32).
+void prologueBranch(
+    KB &k, Value in, Value t, int64_t hidden, Type ie, Value w, Type we,
+    int64_t heads, int64_t d, Value norm, Type ne, msa::AttentionPrologueOp op,
+    Value pos, Type act, Value x, Value tmp,
+    const std::function<void(Value, const std::function<Value(Value)> &)>
+        &store) {
   const float eps = op.getEps().convertToFloat();
   const bool offset = op.getUnitOffset();
   const int64_t r = op.getRotaryDim(), half = r / 2;
@@ -206,7 +208,7 @@ void prologueBranch(KB &k, Value in, Value t, int64_t hidden, Type ie, Value w,
                  k.f32);
       }
     }
-    k.loop(k.c(0), k.c(d), [&](Value i) { store(h, i, k.loadF(x, i, k.f32)); });
+    store(h, [&](Value i) { return k.loadF(x, i, k.f32); });
   });
 }
 
@@ -237,26 +239,30 @@ void attentionPrologueKernel(KB &k, msa::AttentionPrologueOp op) {
   if (hasIndex)
     widest = std::max(widest, shapeOf(op.getIndexQ())[2]);
   Value x = k.scratch(widest), tmp = k.scratch(1);
+  using RowValue = std::function<Value(Value)>;
+  using RowStore = std::function<void(Value, const RowValue &)>;
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     Value p = k.loadIndex(pos, t);
     Value seq = k.loadIndex(seqs, t);
-    auto cacheStore = [&](Value cache, msa::PagedCacheType type) {
+    // The cache row of head h, converted as msa.kv_cache_insert does
+    // (storeCacheRow: bf16 / f32 / FP8 casts, NVFP4 block quantization).
+    auto cacheStore = [&](Value cache, msa::PagedCacheType type) -> RowStore {
       Value phys = pageOf(k, table, seq, k.idiv(p, k.c(type.getPageSize())));
       Value slot = k.irem(p, k.c(type.getPageSize()));
-      return [&k, cache, type, phys, slot](Value h, Value i, Value v) {
-        Value dst = cacheOffset(k, phys, h, slot, type);
-        k.storeF(cache, k.iadd(dst, i), v, type.getElementType());
+      return [&k, cache, type, phys, slot](Value h, const RowValue &value) {
+        storeCacheRow(k, cacheRow(k, cache, type, phys, h, slot), value);
       };
     };
-    auto activationStore = [&](Value out, int64_t heads, int64_t d) {
-      return [&k, out, heads, d, t, act](Value h, Value i, Value v) {
+    auto activationStore = [&](Value out, int64_t heads,
+                               int64_t d) -> RowStore {
+      return [&k, out, heads, d, t, act](Value h, const RowValue &value) {
         Value base = k.imul(k.iadd(k.imul(t, k.c(heads)), h), k.c(d));
-        k.storeF(out, k.iadd(base, i), v, act);
+        k.loop(k.c(0), k.c(d),
+               [&](Value i) { k.storeF(out, k.iadd(base, i), value(i), act); });
       };
     };
     auto branch = [&](Value w, Value weightOperand, int64_t heads, int64_t d,
-                      Value norm, Value normOperand,
-                      const std::function<void(Value, Value, Value)> &store) {
+                      Value norm, Value normOperand, const RowStore &store) {
       prologueBranch(k, in, t, hidden, act, w, elementOf(weightOperand), heads,
                      d, norm, normOperand ? elementOf(normOperand) : Type(), op,
                      pos, act, x, tmp, store);
@@ -1020,14 +1026,6 @@ FailureOr<HostProgram> ProgramBuilder::run() {
       if (llvm::any_of(caches, [](Value c) { return !c.hasOneUse(); }))
         return prologue.emitError("the host backend updates caches in "
                                   "place; a cache operand has other uses"),
-               failure();
-      if (llvm::any_of(caches, [](Value c) {
-            return isNVFP4Cache(cast<msa::PagedCacheType>(c.getType()));
-          }))
-        return prologue.emitError(
-                   "the host kernel of msa.attention_prologue does not write "
-                   "NVFP4 caches (msa-fuse-attention-prologue leaves such "
-                   "layers unfused)"),
                failure();
       SmallVector<Value> operands(op.getOperands());
       SmallVector<Value> results = {prologue.getQ()};

@@ -660,6 +660,33 @@ inline Value dotCacheRow(KB &k, Value a, Value aOff, Type aType,
   });
 }
 
+/// The block scale of the NVFP4 quantizer (storeCacheRow): `byte`, the
+/// E4M3 byte (i8) of amax / 6 (nvfp4ScaleByte); `value`, its FP32 value;
+/// `zero`, whether that value is zero.
+struct NVFP4Scale {
+  Value byte, value, zero;
+};
+inline Value nvfp4ScaleByte(KB &k, Value amax) {
+  return k.encodeE4M3(k.div(amax, k.cf(6.0)));
+}
+inline NVFP4Scale nvfp4Scale(KB &k, Value byte) {
+  Value value = k.decodeE4M3(byte);
+  return {byte, value, k.fcmp(arith::CmpFPredicate::OEQ, value, k.cf(0))};
+}
+
+/// The E2M1 code (i32) of `x` (FP32) in a block of scale `scale`: 0 when
+/// the scale is zero.
+inline Value nvfp4Code(KB &k, const NVFP4Scale &scale, Value x) {
+  return k.select(scale.zero, k.ci(0), encodeE2M1(k, k.div(x, scale.value)));
+}
+
+/// The codes `lo` (channel 2 i, low nibble) and `hi` (2 i + 1) packed in
+/// one byte (an i32 below 256).
+inline Value nvfp4PackCodes(KB &k, Value lo, Value hi) {
+  return arith::OrIOp::create(k.b, k.loc, lo,
+                              arith::ShLIOp::create(k.b, k.loc, hi, k.ci(4)));
+}
+
 /// Stores `value(first + e)` (FP32), e < 16, as NVFP4 block `j` (channels
 /// first = 16 j .. 16 j + 15) of the NVFP4 cache row `row`: its E4M3 scale
 /// byte and its 8 code bytes, quantized as storeCacheRow describes. `value`
@@ -672,19 +699,15 @@ inline void storeNVFP4Block(KB &k, const CacheRow &row, Value j,
     return k.maxf(acc,
                   math::AbsFOp::create(k.b, k.loc, value(k.iadd(first, e))));
   });
-  Value scaleByte = k.encodeE4M3(k.div(amax, k.cf(6.0)));
+  Value scaleByte = nvfp4ScaleByte(k, amax);
   LLVM::StoreOp::create(k.b, k.loc, scaleByte,
                         k.gep(row.cache, k.iadd(row.scales, j), i8));
-  Value scale = k.decodeE4M3(scaleByte);
-  Value zero = k.fcmp(arith::CmpFPredicate::OEQ, scale, k.cf(0));
+  NVFP4Scale scale = nvfp4Scale(k, scaleByte);
   k.loop(k.c(0), k.c(8), [&](Value pair) {
     Value i = k.iadd(first, k.imul(pair, k.c(2)));
-    auto code = [&](Value x) {
-      return k.select(zero, k.ci(0), encodeE2M1(k, k.div(x, scale)));
-    };
-    Value lo = code(value(i)), hi = code(value(k.iadd(i, k.c(1))));
-    Value byte = arith::OrIOp::create(
-        k.b, k.loc, lo, arith::ShLIOp::create(k.b, k.loc, hi, k.ci(4)));
+    Value lo = nvfp4Code(k, scale, value(i));
+    Value hi = nvfp4Code(k, scale, value(k.iadd(i, k.c(1))));
+    Value byte = nvfp4PackCodes(k, lo, hi);
     Value at = k.iadd(row.data, k.iadd(k.imul(j, k.c(8)), pair));
     LLVM::StoreOp::create(k.b, k.loc,
                           arith::TruncIOp::create(k.b, k.loc, i8, byte),

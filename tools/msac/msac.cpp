@@ -522,13 +522,8 @@ int runCompile() {
     // then, when asked, the attention prologues are fused.
     mlir::PassManager pm(&context);
     buildReferencePipeline(pm);
-    if (fuseAttentionPrologue) {
+    if (fuseAttentionPrologue)
       pm.addPass(createMSAFuseAttentionPrologue());
-      if (*kv == ckpt::CacheDType::NVFP4 || *index == ckpt::CacheDType::NVFP4)
-        WithColor::warning(errs(), "msac")
-            << "--fuse-attention-prologue leaves layers with NVFP4 caches "
-               "unfused (the fused kernel does not quantize to NVFP4 yet)\n";
-    }
     if (failed(pm.run(*module)))
       return 3;
   }

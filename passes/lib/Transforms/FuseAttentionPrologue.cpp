@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "msac/Dialect/BSQ/IR/BSQTypes.h"
 #include "msac/Dialect/MSA/IR/MSAOps.h"
 #include "msac/Transforms/Passes.h"
 
@@ -46,7 +47,11 @@ struct Prologue {
 
 bool isHostActivation(Type t) { return t.isBF16() || t.isF32(); }
 
+/// The cache formats msa.kv_cache_insert and msa.attention_prologue write
+/// on every target: bf16, f32, FP8 E4M3 and NVFP4 with global scale 1.
 bool isHostCacheElement(Type t) {
+  if (auto nvfp4 = dyn_cast<bsq::NVFP4Type>(t))
+    return !nvfp4.getGlobalScale();
   return t.isBF16() || t.isF32() || isa<Float8E4M3FNType>(t);
 }
 

@@ -56,9 +56,10 @@ def MSAFuseAttentionPrologue : Pass<"msa-fuse-attention-prologue"> {
     four RoPEs are NeoX (not `interleaved`) with the same positions,
     `rotary_dim` and `theta`; the three inserts use one block table, one
     sequence-id vector and the RoPE positions; every cache is `bf16`,
-    `f32` or `f8E4M3FN` (the formats the host kernel writes); and all ops
-    are in one block, with no user of a replaced value before the last op
-    of the chain.
+    `f32`, `f8E4M3FN` or `!bsq.nvfp4` without global scale (the formats
+    the host and GPU kernels write, quantized as `msa.kv_cache_insert`
+    does); and all ops are in one block, with no user of a replaced value
+    before the last op of the chain.
 
     Not part of the default pipeline: `msac compile
     --fuse-attention-prologue` runs it after the reference pipeline.
