@@ -425,6 +425,42 @@ Value e4m3PairToBF16(GK &g, Value pair) {
   return LLVM::BitcastOp::create(k.b, k.loc, k.i32, b);
 }
 
+/// The n / 2 words of bf16 pairs of NVFP4 codes `quads` (4 codes each, in
+/// bits 0-15) through nvfp4Words: per 16 values the 4-word row of `table`
+/// (nvfp4BF16Table) for the scale byte scaleByte(j) (i32) of block j of the
+/// n values, read when the block starts.
+SmallVector<Value>
+nvfp4QuadsToBF16(GK &g, ArrayRef<Value> quads, int64_t n, Value table,
+                 const std::function<Value(int64_t)> &scaleByte) {
+  KB &k = g.k;
+  SmallVector<Value> out;
+  auto vec = VectorType::get({4}, k.i32);
+  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
+    return g.prmt(lo, hi, sel);
+  };
+  SmallVector<Value> tableRow;
+  for (int64_t i = 0; i < n / 4; ++i) {
+    // c0 is a multiple of n: a new scale every 16 channels.
+    if ((4 * i) % 16 == 0) {
+      Value sb = scaleByte(4 * i / 16);
+      Value at = k.gep(table,
+                       arith::IndexCastOp::create(
+                           k.b, k.loc, k.b.getIndexType(),
+                           arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
+                       k.i32);
+      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
+      tableRow.clear();
+      for (int64_t e = 0; e < 4; ++e)
+        tableRow.push_back(
+            LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
+    }
+    std::array<Value, 2> words = nvfp4Words(k, prmt, quads[i], tableRow);
+    out.push_back(words[0]);
+    out.push_back(words[1]);
+  }
+  return out;
+}
+
 /// Channels [c0, c0 + n) of the FP8 or NVFP4 cache row `row` (n a multiple
 /// of 4, c0 a multiple of n; channel c0 + 2i in the low half of word i) as
 /// n / 2 words of bf16 pairs, exactly as the host reads them (FP8:
@@ -461,35 +497,13 @@ SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
         k.b, k.loc, k.i32, g.loadI16(row.cache, k.idiv(codeByte, k.c(2)))));
   }
   Type i8 = k.b.getI8Type();
-  auto vec = VectorType::get({4}, k.i32);
-  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
-    return g.prmt(lo, hi, sel);
-  };
-  SmallVector<Value> tableRow;
-  for (int64_t i = 0; i < n / 4; ++i) {
-    // c0 is a multiple of n: a new scale every 16 channels.
-    if ((4 * i) % 16 == 0) {
-      Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(4 * i / 16));
-      Value sb = arith::ExtUIOp::create(
-          k.b, k.loc, k.i32,
-          LLVM::LoadOp::create(
-              k.b, k.loc, i8, k.gep(row.cache, k.iadd(row.scales, block), i8)));
-      Value at = k.gep(table,
-                       arith::IndexCastOp::create(
-                           k.b, k.loc, k.b.getIndexType(),
-                           arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
-                       k.i32);
-      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
-      tableRow.clear();
-      for (int64_t e = 0; e < 4; ++e)
-        tableRow.push_back(
-            LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
-    }
-    std::array<Value, 2> words = nvfp4Words(k, prmt, quads[i], tableRow);
-    out.push_back(words[0]);
-    out.push_back(words[1]);
-  }
-  return out;
+  return nvfp4QuadsToBF16(g, quads, n, table, [&](int64_t j) -> Value {
+    Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(j));
+    return arith::ExtUIOp::create(
+        k.b, k.loc, k.i32,
+        LLVM::LoadOp::create(k.b, k.loc, i8,
+                             k.gep(row.cache, k.iadd(row.scales, block), i8)));
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1214,31 +1228,8 @@ SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
     if (n % 8 == 0)
       quads.push_back(arith::ShRUIOp::create(k.b, k.loc, raw[i], g.ci32(16)));
   }
-  auto vec = VectorType::get({4}, k.i32);
-  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
-    return g.prmt(lo, hi, sel);
-  };
-  SmallVector<Value> tableRow;
-  for (int64_t i = 0; i < n / 4; ++i) {
-    // c0 is a multiple of n: a new scale every 16 channels.
-    if ((4 * i) % 16 == 0) {
-      Value sb = raw[codeWords + 4 * i / 16];
-      Value at = k.gep(table,
-                       arith::IndexCastOp::create(
-                           k.b, k.loc, k.b.getIndexType(),
-                           arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
-                       k.i32);
-      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
-      tableRow.clear();
-      for (int64_t e = 0; e < 4; ++e)
-        tableRow.push_back(
-            LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
-    }
-    std::array<Value, 2> words = nvfp4Words(k, prmt, quads[i], tableRow);
-    out.push_back(words[0]);
-    out.push_back(words[1]);
-  }
-  return out;
+  return nvfp4QuadsToBF16(g, quads, n, table,
+                          [&](int64_t j) { return raw[codeWords + j]; });
 }
 
 /// The rows of a 16-key group one lane loads (attentionGroupRaw): K rows
