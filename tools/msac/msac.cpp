@@ -207,6 +207,15 @@ std::optional<ckpt::CacheDType> cacheDType(const cl::opt<std::string> &flag) {
   return ckpt::parseCacheDType(flag.getValue());
 }
 
+/// The usage error for a --kv-cache-dtype or --index-cache-dtype value that
+/// names no cache format (the first such flag).
+int cacheDTypeError() {
+  const cl::opt<std::string> &bad =
+      cacheDType(kvCacheDType) ? indexCacheDType : kvCacheDType;
+  return usageError("--" + bad.ArgStr + " '" + bad.getValue() +
+                    "' is not a cache format; use bf16, fp8 or nvfp4");
+}
+
 /// Checks that `dir` may receive a new artifact: absent, empty, or an
 /// earlier artifact (one holding manifest.json), which commitArtifact
 /// replaces whole once the new one is complete. Refuses a non-empty folder
@@ -375,8 +384,7 @@ int runImport() {
     return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
-    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
-                      "fp8 or nvfp4");
+    return cacheDTypeError();
   bool badRecipe;
   std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
   if (badRecipe)
@@ -440,8 +448,7 @@ int runCompile() {
   }
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
-    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
-                      "fp8 or nvfp4");
+    return cacheDTypeError();
   if (!gpus.empty() && !sys::fs::can_execute(cudaToolkit + "/bin/ptxas"))
     return usageError("--cuda-toolkit '" + cudaToolkit +
                       "' has no bin/ptxas, which NVIDIA targets need; point "
@@ -638,8 +645,7 @@ int runPlan() {
     return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
-    return usageError("--kv-cache-dtype and --index-cache-dtype take bf16, "
-                      "fp8 or nvfp4");
+    return cacheDTypeError();
   std::optional<uint64_t> budget = uint64_t(0);
   if (!memory.empty() && !(budget = ckpt::parseByteSize(memory.getValue())))
     return usageError("--memory '" + memory +
