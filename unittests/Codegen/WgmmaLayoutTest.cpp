@@ -25,25 +25,30 @@ using namespace msac::kernels::wgmma;
 
 namespace {
 
-TEST(WgmmaLayout, CopiesFillEveryElementOnce) {
-  for (int64_t rows : {kTileM, kTileN}) {
-    SCOPED_TRACE(rows);
-    const int64_t copies = rows * kChunkK / 8;
-    EXPECT_EQ(copies % kThreads, 0);
-    std::vector<int> seen(rows * kChunkK, 0);
-    for (int64_t j = 0; j < copies; ++j) {
-      const int64_t r = copyRow(j), k = copyChannel(j);
-      ASSERT_LT(r, rows);
-      ASSERT_LT(k + 7, kChunkK);
-      for (int64_t e = 0; e < 8; ++e) {
-        // Copy j writes bytes 16 j.. in order.
-        EXPECT_EQ(tileByte(r, k + e), 16 * j + 2 * e);
-        ++seen[r * kChunkK + k + e];
-      }
+/// Copies j = 0.. of a `rows` x kChunkK tile, made by `threads` threads
+/// (copy j = t, t + threads, ...), write every element of the tile exactly
+/// once, copy j bytes 16 j.. in order.
+void expectCopiesFillTile(int64_t rows, int64_t threads) {
+  SCOPED_TRACE(rows);
+  const int64_t copies = rows * kChunkK / 8;
+  EXPECT_EQ(copies % threads, 0);
+  std::vector<int> seen(rows * kChunkK, 0);
+  for (int64_t j = 0; j < copies; ++j) {
+    const int64_t r = copyRow(j), k = copyChannel(j);
+    ASSERT_LT(r, rows);
+    ASSERT_LT(k + 7, kChunkK);
+    for (int64_t e = 0; e < 8; ++e) {
+      EXPECT_EQ(tileByte(r, k + e), 16 * j + 2 * e);
+      ++seen[r * kChunkK + k + e];
     }
-    for (int v : seen)
-      EXPECT_EQ(v, 1);
   }
+  for (int v : seen)
+    EXPECT_EQ(v, 1);
+}
+
+TEST(WgmmaLayout, CopiesFillEveryElementOnce) {
+  for (int64_t rows : {kTileM, kTileN})
+    expectCopiesFillTile(rows, kThreads);
   EXPECT_EQ(tileByte(9, 20), 792);
 }
 
@@ -99,23 +104,9 @@ TEST(WgmmaLayout, AccumulatorsCoverTheTileOnce) {
 
 TEST(WgmmaLayout, WideTileCopiesFillEveryElementOnce) {
   // The wide tile's A (kWideTileM rows) and B tiles, copied by
-  // kWideThreads threads (copy j = t, t + 256, ...).
-  for (int64_t rows : {kWideTileM, kTileN}) {
-    SCOPED_TRACE(rows);
-    const int64_t copies = rows * kChunkK / 8;
-    EXPECT_EQ(copies % kWideThreads, 0);
-    std::vector<int> seen(rows * kChunkK, 0);
-    for (int64_t j = 0; j < copies; ++j) {
-      const int64_t r = copyRow(j), k = copyChannel(j);
-      ASSERT_LT(r, rows);
-      for (int64_t e = 0; e < 8; ++e) {
-        EXPECT_EQ(tileByte(r, k + e), 16 * j + 2 * e);
-        ++seen[r * kChunkK + k + e];
-      }
-    }
-    for (int v : seen)
-      EXPECT_EQ(v, 1);
-  }
+  // kWideThreads threads.
+  for (int64_t rows : {kWideTileM, kTileN})
+    expectCopiesFillTile(rows, kWideThreads);
   EXPECT_EQ(kWideABytes, 2 * kABytes);
 }
 
