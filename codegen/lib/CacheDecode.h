@@ -119,6 +119,33 @@ inline std::array<Value, 2> nvfp4Words(KB &k, const BytePermute &prmt,
   return {prmt(lo, hi, k.ci(0x5140)), prmt(lo, hi, k.ci(0x7362))};
 }
 
+/// Decodes the 8 NVFP4 codes of `codes` (i32; code i in bits 4i..4i+3,
+/// i.e. four cache bytes of one 16-value block) with scale-table row `row`
+/// to 4 words of bf16 pairs (word j = codes 2j (low half) and 2j + 1): the
+/// bits of nvfp4Words on each 16-bit half, with the code mask and the sign
+/// shift done once for the word (`prmt` reads only bits 0-15 of its
+/// selector, so the low half's selector needs no shift).
+inline std::array<Value, 4> nvfp4OctetWords(KB &k, const BytePermute &prmt,
+                                            Value codes, ArrayRef<Value> row) {
+  Value mags = arith::AndIOp::create(k.b, k.loc, codes, k.ci(0x77777777));
+  Value sel[2] = {mags, arith::ShRUIOp::create(k.b, k.loc, mags, k.ci(16))};
+  // Byte i of sign[h] has the sign of code 4h + i in bit 7 (see
+  // nvfp4Words: bytes of codes << 4 hold the even codes' signs there).
+  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
+  Value sign[2] = {prmt(codes, shifted, k.ci(0x1504)),
+                   prmt(codes, shifted, k.ci(0x3726))};
+  std::array<Value, 4> out;
+  for (int h = 0; h < 2; ++h) {
+    Value lo = prmt(row[0], row[1], sel[h]), hi = prmt(row[2], row[3], sel[h]);
+    hi = arith::XOrIOp::create(
+        k.b, k.loc, hi,
+        arith::AndIOp::create(k.b, k.loc, sign[h], k.ci(0x80808080)));
+    out[2 * h] = prmt(lo, hi, k.ci(0x5140));
+    out[2 * h + 1] = prmt(lo, hi, k.ci(0x7362));
+  }
+  return out;
+}
+
 } // namespace msac::kernels
 
 #endif // MSAC_CODEGEN_LIB_CACHEDECODE_H

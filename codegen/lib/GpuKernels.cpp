@@ -208,6 +208,13 @@ public:
                                    NVVM::PermuteMode::DEFAULT));
   }
 
+  /// True in every lane when `pred` (i1) is true in any lane of the warp
+  /// (`vote.sync.any`, all lanes taking part).
+  Value anyLane(Value pred) {
+    return NVVM::VoteSyncOp::create(k.b, k.loc, k.b.getI1Type(), ci32(-1), pred,
+                                    NVVM::VoteSyncKind::any);
+  }
+
   /// `for (w = ctaId; w < count; w += numCtas) body(w)`.
   void ctaLoop(Value count, const std::function<void(Value)> &body) {
     auto loop = scf::ForOp::create(k.b, k.loc, ctaId, count, numCtas);
@@ -425,12 +432,13 @@ Value e4m3PairToBF16(GK &g, Value pair) {
   return LLVM::BitcastOp::create(k.b, k.loc, k.i32, b);
 }
 
-/// The n / 2 words of bf16 pairs of NVFP4 codes `quads` (4 codes each, in
-/// bits 0-15) through nvfp4Words: per 16 values the 4-word row of `table`
-/// (nvfp4BF16Table) for the scale byte scaleByte(j) (i32) of block j of the
-/// n values, read when the block starts.
+/// The n / 2 words of bf16 pairs of n NVFP4 codes: `codes` holds n / 8
+/// words of 8 codes (nvfp4OctetWords) when n is a multiple of 8, else one
+/// quad of 4 codes in bits 0-15 (nvfp4Words; n = 4). Per 16 values the
+/// 4-word row of `table` (nvfp4BF16Table) for the scale byte scaleByte(j)
+/// (i32) of block j of the n values, read when the block starts.
 SmallVector<Value>
-nvfp4QuadsToBF16(GK &g, ArrayRef<Value> quads, int64_t n, Value table,
+nvfp4CodesToBF16(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
                  const std::function<Value(int64_t)> &scaleByte) {
   KB &k = g.k;
   SmallVector<Value> out;
@@ -438,25 +446,29 @@ nvfp4QuadsToBF16(GK &g, ArrayRef<Value> quads, int64_t n, Value table,
   BytePermute prmt = [&](Value lo, Value hi, Value sel) {
     return g.prmt(lo, hi, sel);
   };
-  SmallVector<Value> tableRow;
-  for (int64_t i = 0; i < n / 4; ++i) {
+  auto tableRow = [&](int64_t block) {
+    Value sb = scaleByte(block);
+    Value at = k.gep(table,
+                     arith::IndexCastOp::create(
+                         k.b, k.loc, k.b.getIndexType(),
+                         arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
+                     k.i32);
+    Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
+    SmallVector<Value> row;
+    for (int64_t e = 0; e < 4; ++e)
+      row.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
+    return row;
+  };
+  if (n % 8 != 0) {
+    std::array<Value, 2> words = nvfp4Words(k, prmt, codes[0], tableRow(0));
+    return {words[0], words[1]};
+  }
+  SmallVector<Value> row;
+  for (int64_t i = 0; i < n / 8; ++i) {
     // c0 is a multiple of n: a new scale every 16 channels.
-    if ((4 * i) % 16 == 0) {
-      Value sb = scaleByte(4 * i / 16);
-      Value at = k.gep(table,
-                       arith::IndexCastOp::create(
-                           k.b, k.loc, k.b.getIndexType(),
-                           arith::MulIOp::create(k.b, k.loc, sb, g.ci32(4))),
-                       k.i32);
-      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 16);
-      tableRow.clear();
-      for (int64_t e = 0; e < 4; ++e)
-        tableRow.push_back(
-            LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(e)));
-    }
-    std::array<Value, 2> words = nvfp4Words(k, prmt, quads[i], tableRow);
-    out.push_back(words[0]);
-    out.push_back(words[1]);
+    if ((8 * i) % 16 == 0)
+      row = tableRow(8 * i / 16);
+    llvm::append_range(out, nvfp4OctetWords(k, prmt, codes[i], row));
   }
   return out;
 }
@@ -485,19 +497,15 @@ SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
   // Codes: 8 per loaded word (4 per 16-bit half), or one 16-bit load when
   // n = 4.
   Value codeByte = k.iadd(row.data, k.idiv(c0, k.c(2)));
-  SmallVector<Value> quads; // 4 codes each, in bits 0-15
-  if (n % 8 == 0) {
-    for (Value x :
-         g.loadWords(row.cache, k.idiv(codeByte, k.c(4)), n / 8, n % 32 == 0)) {
-      quads.push_back(x);
-      quads.push_back(arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)));
-    }
-  } else {
-    quads.push_back(arith::ExtUIOp::create(
+  SmallVector<Value> codes;
+  if (n % 8 == 0)
+    codes =
+        g.loadWords(row.cache, k.idiv(codeByte, k.c(4)), n / 8, n % 32 == 0);
+  else
+    codes.push_back(arith::ExtUIOp::create(
         k.b, k.loc, k.i32, g.loadI16(row.cache, k.idiv(codeByte, k.c(2)))));
-  }
   Type i8 = k.b.getI8Type();
-  return nvfp4QuadsToBF16(g, quads, n, table, [&](int64_t j) -> Value {
+  return nvfp4CodesToBF16(g, codes, n, table, [&](int64_t j) -> Value {
     Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(j));
     return arith::ExtUIOp::create(
         k.b, k.loc, k.i32,
@@ -1051,7 +1059,20 @@ Value attentionWorkspace(GK &g, int base, Value chunks) {
 /// which words).
 struct GroupWords {
   SmallVector<SmallVector<Value>> kw, vw;
+  /// True when the V words of keys past the position are already zero
+  /// (attentionGroupFromRaw zeroes them before the decode).
+  bool vMasked = false;
 };
+
+/// Whether every key of the 16-key group at `key0` of block `blk` is
+/// visible to a token at position `p` (every block of a token but its
+/// last): uniform over a warp, so the masking of the other groups is a
+/// branch rather than a per-value cost.
+Value groupFullyVisible(KB &k, const AttentionShape &s, Value blk, Value key0,
+                        Value p) {
+  return k.icmp(CmpI::sle,
+                k.iadd(k.imul(blk, k.c(s.page)), k.iadd(key0, k.c(15))), p);
+}
 
 /// The key offsets of a lane's four V rows in a 16-key group (plus 2 quad).
 constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
@@ -1070,31 +1091,58 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   Value quad = k.irem(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
   SmallVector<SmallVector<Value>> &kw = words.kw, &vw = words.vw;
+  Value blockStart = k.imul(blk, k.c(s.page));
+  Value full = groupFullyVisible(k, s, blk, key0, p);
   // Values of keys past the position are never read by the host; zero them
   // so that P = 0 times a stale Inf or NaN stays 0.
-  for (int64_t i = 0; i < 4; ++i) {
-    Value key = k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
-    Value visible = k.icmp(CmpI::sle, k.iadd(k.imul(blk, k.c(s.page)), key), p);
+  SmallVector<Value> vFlat;
+  for (const SmallVector<Value> &row : vw)
+    llvm::append_range(vFlat, row);
+  SmallVector<Type> vTypes(vFlat.size(), k.i32);
+  if (!words.vMasked)
+    vFlat = g.ifElse(
+        full, vTypes, [&]() -> SmallVector<Value> { return vFlat; },
+        [&]() -> SmallVector<Value> {
+          SmallVector<Value> masked;
+          for (int64_t i = 0; i < 4; ++i) {
+            Value key =
+                k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
+            Value visible = k.icmp(CmpI::sle, k.iadd(blockStart, key), p);
+            for (Value w : vw[i])
+              masked.push_back(k.select(visible, w, g.ci32(0)));
+          }
+          return masked;
+        });
+  for (int64_t i = 0, at = 0; i < 4; ++i)
     for (Value &w : vw[i])
-      w = k.select(visible, w, g.ci32(0));
-  }
-  // S fragments of the two 8-key tiles.
+      w = vFlat[at++];
+  // S fragments of the two 8-key tiles, scaled; -inf past the position.
   SmallVector<Value> sv; // [tile][4]
   for (int64_t nt = 0; nt < 2; ++nt) {
     SmallVector<Value> c(4, k.cf(0));
     for (int64_t ks = 0; ks < kSteps; ++ks)
       c = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]}, c);
-    // Columns of c0/c1 (and c2/c3): keys 2 * quad, 2 * quad + 1.
-    for (int64_t e = 0; e < 4; ++e) {
-      Value slot =
-          k.iadd(key0, k.iadd(k.c(nt * 8 + e % 2), k.imul(quad, k.c(2))));
-      Value at = k.iadd(k.imul(blk, k.c(s.page)), slot);
-      Value valid = k.icmp(CmpI::sle, at, p);
-      sv.push_back(k.select(valid, k.mul(c[e], k.cf(scale)), negInf));
-    }
+    for (Value x : c)
+      sv.push_back(k.mul(x, k.cf(scale)));
   }
+  SmallVector<Type> sTypes(sv.size(), k.f32);
+  sv = g.ifElse(
+      full, sTypes, [&]() -> SmallVector<Value> { return sv; },
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> masked;
+        // Columns of c0/c1 (and c2/c3): keys 2 * quad, 2 * quad + 1.
+        for (int64_t nt = 0; nt < 2; ++nt)
+          for (int64_t e = 0; e < 4; ++e) {
+            Value slot =
+                k.iadd(key0, k.iadd(k.c(nt * 8 + e % 2), k.imul(quad, k.c(2))));
+            Value valid = k.icmp(CmpI::sle, k.iadd(blockStart, slot), p);
+            masked.push_back(k.select(valid, sv[nt * 4 + e], negInf));
+          }
+        return masked;
+      });
   SmallVector<Value> out(st.begin(), st.end());
   Value alpha[2];
+  Value grew = arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(false));
   for (int64_t half = 0; half < 2; ++half) {
     // Row `row` holds c0, c1 of both tiles; row `row + 8` c2, c3.
     int64_t e0 = half * 2;
@@ -1104,6 +1152,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       mt = k.maxf(mt, g.shflXor(mt, off));
     Value mOld = st[nTiles * 4 + half];
     Value mNew = k.maxf(mOld, mt);
+    // UNE: a NaN maximum counts as a change.
+    grew = g.orI(grew, k.fcmp(CmpF::UNE, mNew, mOld));
     alpha[half] = k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(1),
                            k.exp(k.sub(mOld, mNew)));
     Value sum = k.mul(st[nTiles * 4 + 2 + half], alpha[half]);
@@ -1117,6 +1167,19 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
     out[nTiles * 4 + half] = mNew;
     out[nTiles * 4 + 2 + half] = sum;
   }
+  // O * alpha, skipped when no row maximum of the warp moved (alpha = 1 in
+  // every lane then, and the product is O): a uniform branch.
+  SmallVector<Value> o(st.begin(), st.begin() + nTiles * 4);
+  SmallVector<Type> oTypes(o.size(), k.f32);
+  o = g.ifElse(
+      g.anyLane(grew), oTypes,
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> scaled;
+        for (int64_t i = 0; i < nTiles * 4; ++i)
+          scaled.push_back(k.mul(o[i], alpha[(i % 4) / 2]));
+        return scaled;
+      },
+      [&]() -> SmallVector<Value> { return o; });
   // P as the A operand (16 rows x 16 keys), split into a bf16 head and a
   // bf16 tail (P - head): two products keep P to about 16 bits, which the
   // host's FP32 reference needs (one bf16 P alone is 8 bits).
@@ -1142,9 +1205,7 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       return g.packBits(half16(vw[a][nt / 2], nt % 2),
                         half16(vw[b][nt / 2], nt % 2));
     };
-    SmallVector<Value> c = {
-        k.mul(st[nt * 4], alpha[0]), k.mul(st[nt * 4 + 1], alpha[0]),
-        k.mul(st[nt * 4 + 2], alpha[1]), k.mul(st[nt * 4 + 3], alpha[1])};
+    SmallVector<Value> c(o.begin() + nt * 4, o.begin() + nt * 4 + 4);
     Value b0 = vword(0, 1), b1 = vword(2, 3);
     c = g.mma(pa, {b0, b1}, c);
     c = g.mma(pb, {b0, b1}, c);
@@ -1154,23 +1215,33 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   return out;
 }
 
+/// Scale bytes of `n` channels of an NVFP4 cache row (one per 16, at
+/// least one), and the 32-bit words cacheRowRaw loads them into (4 per
+/// word, one 16-bit load for 2).
+int64_t nvfp4RawScaleBytes(int64_t n) { return std::max<int64_t>(n / 16, 1); }
+int64_t nvfp4RawScaleWords(int64_t n) {
+  return (nvfp4RawScaleBytes(n) + 3) / 4;
+}
+
 /// The 32-bit registers one lane's `n` channels of a cache row take as
 /// loaded (cacheRowRaw): bf16 n / 2 words, FP8 n / 4, NVFP4 n / 8 code
-/// words (one 16-bit load for n = 4) and one scale byte per 16 channels.
+/// words (one 16-bit load for n = 4) and nvfp4RawScaleWords(n) scale words.
 int64_t cacheRowRawWords(msa::PagedCacheType type, int64_t n) {
   if (!isDecodedCache(type))
     return n / 2;
   if (!isNVFP4Cache(type))
     return n / 4;
-  return std::max<int64_t>(n / 8, 1) + std::max<int64_t>(n / 16, 1);
+  return std::max<int64_t>(n / 8, 1) + nvfp4RawScaleWords(n);
 }
 
 /// Loads channels [c0, c0 + n) of row `key` of KV head `kvHead` in cache
 /// page `phys` (n a multiple of 4, c0 a multiple of n), undecoded: the
 /// cacheRowRawWords(type, n) values that decodeCacheRowRaw turns into the
 /// n / 2 words of bf16 pairs (channel c0 + 2i in the low half of word i).
-/// 16-byte loads where n allows. The loads only: the decode ALU work
-/// happens when the words are used (a group or more later).
+/// Vector loads where n allows (NVFP4: the codes in one 8- or 16-byte load
+/// for 16 or 32 channels, the scale bytes in one 16- or 32-bit load). The
+/// loads only: the decode ALU work happens when the words are used (a
+/// group or more later).
 SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
                                Value phys, Value kvHead, Value key, Value c0,
                                int64_t n) {
@@ -1187,25 +1258,53 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
                        n % 16 == 0);
   Value codeByte = k.iadd(row.data, k.idiv(c0, k.c(2)));
   SmallVector<Value> out;
-  if (n % 8 == 0)
-    out = g.loadWords(cache, k.idiv(codeByte, k.c(4)), n / 8, n % 32 == 0);
-  else
+  // A load of `count` i32 words (a vector when count > 1) aligned to their
+  // size, from byte offset `at` of the cache.
+  auto loadVector = [&](Value at, int64_t count) {
+    if (count == 1)
+      return SmallVector<Value>{g.loadI32(cache, k.idiv(at, k.c(4)))};
+    auto vec = VectorType::get({count}, k.i32);
+    Value v = LLVM::LoadOp::create(
+        k.b, k.loc, vec, k.gep(cache, k.idiv(at, k.c(4)), k.i32), 4 * count);
+    SmallVector<Value> words;
+    for (int64_t e = 0; e < count; ++e)
+      words.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
+    return words;
+  };
+  if (n % 32 == 0) {
+    for (int64_t v = 0; v < n / 8; v += 4)
+      llvm::append_range(out, loadVector(k.iadd(codeByte, k.c(4 * v)), 4));
+  } else if (n == 16) {
+    out = loadVector(codeByte, 2);
+  } else if (n % 8 == 0) {
+    for (int64_t v = 0; v < n / 8; ++v)
+      llvm::append_range(out, loadVector(k.iadd(codeByte, k.c(4 * v)), 1));
+  } else {
     out.push_back(arith::ExtUIOp::create(
         k.b, k.loc, k.i32, g.loadI16(cache, k.idiv(codeByte, k.c(2)))));
-  Type i8 = k.b.getI8Type();
-  for (int64_t j = 0; j < std::max<int64_t>(n / 16, 1); ++j) {
-    Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(j));
+  }
+  const int64_t scaleBytes = nvfp4RawScaleBytes(n);
+  Value scaleAt = k.iadd(row.scales, k.idiv(c0, k.c(16)));
+  if (scaleBytes % 4 == 0) {
+    for (int64_t v = 0; v < scaleBytes / 4; ++v)
+      out.push_back(
+          g.loadI32(cache, k.idiv(k.iadd(scaleAt, k.c(4 * v)), k.c(4))));
+  } else if (scaleBytes == 2) {
+    out.push_back(arith::ExtUIOp::create(
+        k.b, k.loc, k.i32, g.loadI16(cache, k.idiv(scaleAt, k.c(2)))));
+  } else {
+    Type i8 = k.b.getI8Type();
     out.push_back(arith::ExtUIOp::create(
         k.b, k.loc, k.i32,
-        LLVM::LoadOp::create(k.b, k.loc, i8,
-                             k.gep(cache, k.iadd(row.scales, block), i8))));
+        LLVM::LoadOp::create(k.b, k.loc, i8, k.gep(cache, scaleAt, i8))));
   }
   return out;
 }
 
 /// The n / 2 words of bf16 pairs of cacheRowRaw's `raw`, exactly as
-/// cacheWordsBF16 decodes them (FP8: e4m3PairToBF16; NVFP4: nvfp4Words with
-/// the rows of `table`, the nvfp4BF16Table words, here in shared memory).
+/// cacheWordsBF16 decodes them (FP8: e4m3PairToBF16; NVFP4:
+/// nvfp4CodesToBF16 with the rows of `table`, the nvfp4BF16Table words,
+/// here in shared memory).
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
                                      Value table) {
@@ -1222,14 +1321,16 @@ SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
     return out;
   }
   const int64_t codeWords = std::max<int64_t>(n / 8, 1);
-  SmallVector<Value> quads; // 4 codes each, in bits 0-15
-  for (int64_t i = 0; i < codeWords; ++i) {
-    quads.push_back(raw[i]);
-    if (n % 8 == 0)
-      quads.push_back(arith::ShRUIOp::create(k.b, k.loc, raw[i], g.ci32(16)));
-  }
-  return nvfp4QuadsToBF16(g, quads, n, table,
-                          [&](int64_t j) { return raw[codeWords + j]; });
+  const bool packed = nvfp4RawScaleBytes(n) > 1;
+  return nvfp4CodesToBF16(
+      g, raw.take_front(codeWords), n, table, [&](int64_t j) -> Value {
+        Value w = raw[codeWords + j / 4];
+        if (!packed)
+          return w;
+        if (j % 4)
+          w = arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(8 * (j % 4)));
+        return arith::AndIOp::create(k.b, k.loc, w, g.ci32(0xFF));
+      });
 }
 
 /// The rows of a 16-key group one lane loads (attentionGroupRaw): K rows
@@ -1285,15 +1386,37 @@ SmallVector<Value> attentionGroupFromRaw(
   const int64_t d = s.d;
   const int64_t kn = cacheRowRawWords(type, d / 4),
                 vn = cacheRowRawWords(vtype, d / 8);
+  // Zero the raw words of V rows past the position (decoded, zero codes
+  // and a zero scale give 0 in every format), in the groups with such rows.
+  Value key0 = k.imul(grp, k.c(16));
+  SmallVector<Value> vRaw(raw.begin() + 2 * kn, raw.end());
+  SmallVector<Type> vTypes(vRaw.size(), k.i32);
+  vRaw = g.ifElse(
+      groupFullyVisible(k, s, blk, key0, p), vTypes,
+      [&]() -> SmallVector<Value> { return vRaw; },
+      [&]() -> SmallVector<Value> {
+        Value quad = k.irem(g.lane, k.c(4));
+        SmallVector<Value> masked;
+        for (int64_t i = 0; i < 4; ++i) {
+          Value key =
+              k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
+          Value visible =
+              k.icmp(CmpI::sle, k.iadd(k.imul(blk, k.c(s.page)), key), p);
+          for (int64_t j = 0; j < vn; ++j)
+            masked.push_back(k.select(visible, vRaw[i * vn + j], g.ci32(0)));
+        }
+        return masked;
+      });
   GroupWords words;
+  words.vMasked = true;
   for (int64_t nt = 0; nt < 2; ++nt)
     words.kw.push_back(
         decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4, table));
   for (int64_t i = 0; i < 4; ++i)
     words.vw.push_back(decodeCacheRowRaw(
-        g, vtype, raw.slice(2 * kn + i * vn, vn), d / 8, table));
-  return attentionGroupMath(g, s, k.imul(grp, k.c(16)), blk, p,
-                            std::move(words), qa, scale, st);
+        g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn), d / 8, table));
+  return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
+                            st);
 }
 
 /// A 16-key group staged in shared memory (the multi-token attention path):

@@ -143,39 +143,59 @@ inline Value emulatedPrmt(KB &k, Value lo, Value hi, Value sel) {
 
 /// The body of `nvfp4bf16`: buffers table (i32[1024], nvfp4BF16Table),
 /// codes (i32[n], 4 codes in bits 0-15), scales (i32[n], a byte each), out
-/// (i32[2 n]); out[2i], out[2i + 1] = nvfp4Words(codes[i], the table row of
-/// scales[i]), byte lookups by `prmt` (emulatedPrmt on the host, nvvm.prmt
+/// (i32[2 n]), octets (i32[2 n]); out[2i], out[2i + 1] = nvfp4Words(codes[i],
+/// the table row of scales[i]); octets[4j .. 4j + 3] = nvfp4OctetWords(
+/// codes[2j] | codes[2j + 1] << 16, the table row of scales[2j]) (n even,
+/// scales[2j + 1] = scales[2j]: the same words as out where the cases
+/// allow it). Byte lookups by `prmt` (emulatedPrmt on the host, nvvm.prmt
 /// on NVIDIA GPUs as in the attention and indexer kernels).
 inline void emitNvfp4Bf16Kernel(KB &k, const BytePermute &prmt) {
   OpBuilder &b = k.b;
   Location loc = k.loc;
-  Value table = k.ptr(0), codes = k.ptr(1), scales = k.ptr(2), out = k.ptr(3);
+  Value table = k.ptr(0), codes = k.ptr(1), scales = k.ptr(2), out = k.ptr(3),
+        octets = k.ptr(4);
   auto load = [&](Value base, Value i) -> Value {
     return LLVM::LoadOp::create(b, loc, k.i32, k.gep(base, i, k.i32));
   };
-  k.loop(k.c(0), k.scalar(0), [&](Value i) {
+  auto tableRow = [&](Value i) {
     Value s =
         arith::IndexCastOp::create(b, loc, b.getIndexType(), load(scales, i));
     SmallVector<Value> row;
     for (int64_t e = 0; e < 4; ++e)
       row.push_back(load(table, k.iadd(k.imul(s, k.c(4)), k.c(e))));
-    std::array<Value, 2> w = nvfp4Words(k, prmt, load(codes, i), row);
+    return row;
+  };
+  k.loop(k.c(0), k.scalar(0), [&](Value i) {
+    std::array<Value, 2> w = nvfp4Words(k, prmt, load(codes, i), tableRow(i));
     for (int64_t e = 0; e < 2; ++e)
       LLVM::StoreOp::create(
           b, loc, w[e], k.gep(out, k.iadd(k.imul(i, k.c(2)), k.c(e)), k.i32));
   });
+  k.loop(k.c(0), k.idiv(k.scalar(0), k.c(2)), [&](Value j) {
+    Value i = k.imul(j, k.c(2));
+    Value word = arith::OrIOp::create(
+        b, loc, load(codes, i),
+        arith::ShLIOp::create(b, loc, load(codes, k.iadd(i, k.c(1))),
+                              k.ci(16)));
+    std::array<Value, 4> w = nvfp4OctetWords(k, prmt, word, tableRow(i));
+    for (int64_t e = 0; e < 4; ++e)
+      LLVM::StoreOp::create(
+          b, loc, w[e],
+          k.gep(octets, k.iadd(k.imul(j, k.c(4)), k.c(e)), k.i32));
+  });
 }
 
-/// The NVFP4 decode cases: every E4M3 scale byte (0x00-0xFF) with 16
-/// quads of 4 codes (code (q + 5 i) % 16 at position i), so that every code
-/// meets every scale at every position of a quad.
+/// The NVFP4 decode cases: every E4M3 scale byte (0x00-0xFF) with 32
+/// quads of 4 codes, quad q holding code (q / 2 + 5 i + 8 (q % 2)) % 16 at
+/// position i: every code meets every scale at every position of a quad,
+/// and of an 8-code word made of quads 2j and 2j + 1 (j < 16).
 inline void nvfp4QuadCases(std::vector<int32_t> &codes,
                            std::vector<int32_t> &scales) {
   for (int s = 0; s < 256; ++s)
-    for (int q = 0; q < 16; ++q) {
+    for (int q = 0; q < 32; ++q) {
       int32_t quad = 0;
       for (int i = 0; i < 4; ++i)
-        quad |= ((q + 5 * i) % 16) << (4 * i);
+        quad |= ((q / 2 + 5 * i + 8 * (q % 2)) % 16) << (4 * i);
       codes.push_back(quad);
       scales.push_back(s);
     }

@@ -393,7 +393,8 @@ void emitNvfp4Bf16HostKernel(KB &k) {
   });
 }
 
-// Every E2M1 code at every position of a 4-code quad, times every E4M3
+// Every E2M1 code at every position of a 4-code quad and of an 8-code
+// word (the attention kernels' decode), times every E4M3
 // scale byte (0x00-0xFF: negative and NaN scales too), decoded to bf16
 // through the table and the byte lookup: the bits of the reference's
 // E4M3(e2m1 * scale) (msa-m3-spec.md §4.2 `inference.dequant`), which bf16
@@ -406,9 +407,9 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
   const std::array<int32_t, 1024> table = nvfp4BF16Table();
   std::vector<int32_t> codes, scales;
   nvfp4QuadCases(codes, scales);
-  std::vector<int32_t> out(2 * codes.size());
+  std::vector<int32_t> out(2 * codes.size()), octets(2 * codes.size());
   void *buffers[] = {const_cast<int32_t *>(table.data()), codes.data(),
-                     scales.data(), out.data()};
+                     scales.data(), out.data(), octets.data()};
   const int64_t scalars[3] = {static_cast<int64_t>(codes.size()), 0, 0};
   kernel(buffers, scalars);
   int failures = 0;
@@ -418,16 +419,20 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
       const float want = numerics::e4m3ToFloat(numerics::floatToE4M3(
           numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
           numerics::e4m3ToFloat(static_cast<uint8_t>(s))));
-      const uint16_t got =
-          static_cast<uint16_t>(uint32_t(out[2 * n + i / 2]) >> (16 * (i % 2)));
-      const bool gotNan = (got & 0x7F80) == 0x7F80 && (got & 0x7F);
-      const bool ok =
-          std::isnan(want) ? gotNan : got == numerics::floatToBF16(want);
-      if (!ok) {
-        ++failures;
-        ADD_FAILURE() << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex
-                      << s << ": got bf16 0x" << got << ", want " << std::dec
-                      << want;
+      // The quad decode, then the 8-code decode of the same codes.
+      for (const std::vector<int32_t> *words : {&out, &octets}) {
+        const uint16_t got = static_cast<uint16_t>(
+            uint32_t((*words)[2 * n + i / 2]) >> (16 * (i % 2)));
+        const bool gotNan = (got & 0x7F80) == 0x7F80 && (got & 0x7F);
+        const bool ok =
+            std::isnan(want) ? gotNan : got == numerics::floatToBF16(want);
+        if (!ok) {
+          ++failures;
+          ADD_FAILURE() << (words == &out ? "quad" : "octet") << " E2M1 code "
+                        << code << " x E4M3 scale 0x" << std::hex << s
+                        << ": got bf16 0x" << got << ", want " << std::dec
+                        << want;
+        }
       }
     }
 }
