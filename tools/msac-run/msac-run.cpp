@@ -26,9 +26,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <new>
 #include <set>
+#include <type_traits>
 
 #include <iostream>
 #include <sstream>
@@ -46,6 +48,38 @@ uint64_t peakRss() {
     if (line.rfind("VmHWM:", 0) == 0)
       return std::stoull(line.substr(6)) * 1024;
   return 0;
+}
+
+/// A CLI11 check that an option's value is a number of type T in [Lo, Hi]
+/// (an integer when T is integral). CLI::Range reports a value that is not a
+/// number as "not in range"; this says what the value is and what the flag
+/// takes: `--max-tokens: 'abc' is not an integer; expected an integer in
+/// [1, 16777216]`. \p expected replaces the text after "expected".
+template <typename T>
+CLI::Validator numberIn(T lo, T hi, std::string expected = "") {
+  constexpr bool isInteger = std::is_integral_v<T>;
+  if (expected.empty()) {
+    std::ostringstream os;
+    os << (isInteger ? "an integer" : "a number") << " in [" << lo << ", " << hi
+       << "]";
+    expected = os.str();
+  }
+  return CLI::Validator(
+      [=](std::string &input) -> std::string {
+        T value{};
+        if (!CLI::detail::lexical_cast(input, value))
+          return "'" + input + "' is not " +
+                 (isInteger ? "an integer" : "a number") + "; expected " +
+                 expected;
+        // A negative value wraps around in an unsigned conversion; NaN is
+        // in no range.
+        const bool negative =
+            std::is_unsigned_v<T> && input.find('-') != std::string::npos;
+        if (negative || !(value >= lo && value <= hi))
+          return input + " is out of range; expected " + expected;
+        return std::string();
+      },
+      expected);
 }
 
 int fail(const std::string &message) {
@@ -752,30 +786,27 @@ int main(int argc, char **argv) {
   CLI::App *gen = app.add_subcommand("generate", "Generate text from a prompt");
   gen->add_option("artifact", artifact, "Artifact folder")->required();
   gen->add_option("-p,--prompt", g.prompt, "Prompt text")->required();
-  auto atLeast = [](int64_t lo, int64_t hi) {
-    return CLI::Range(lo, hi).description("an integer in [" +
-                                          std::to_string(lo) + ", " +
-                                          std::to_string(hi) + "]");
-  };
   gen->add_option("-n,--max-tokens", g.maxTokens, "Tokens to generate")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   gen->add_option("--temp,--temperature", g.sampling.temperature,
                   "Sampling temperature (0 = greedy)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(numberIn(0.0f, 100.0f));
   gen->add_option("--top-k", g.sampling.topK,
                   "Keep the k most likely tokens (0 = all)")
       ->capture_default_str()
-      ->check(atLeast(0, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(0, int64_t(1) << 24));
   gen->add_option("--top-p", g.sampling.topP, "Nucleus probability mass")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(numberIn(0.0f, 1.0f));
   gen->add_option("-s,--seed", g.sampling.seed, "Random seed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(numberIn(uint64_t(0), std::numeric_limits<uint64_t>::max(),
+                       "an integer in [0, 2^64)"));
   gen->add_option("--chunk-size", g.chunk, "Prefill chunk (tokens per step)")
       ->capture_default_str()
-      ->check(atLeast(1, 65536));
+      ->check(numberIn<int64_t>(1, 65536));
   gen->add_flag("--ignore-eos", g.ignoreEos, "Do not stop at end-of-sequence");
   gen->add_option("--device", g.device,
                   "host, or cuda (the artifact's GPU target)")
@@ -788,13 +819,13 @@ int main(int argc, char **argv) {
   benchCmd->add_option("artifact", artifact, "Artifact folder")->required();
   benchCmd->add_option("--batch", b.batch, "Sequences")
       ->capture_default_str()
-      ->check(atLeast(1, 256));
+      ->check(numberIn<int64_t>(1, 256));
   benchCmd->add_option("--input-len", b.inputLen, "Prompt tokens")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   benchCmd->add_option("--output-len", b.outputLen, "Generated tokens")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   benchCmd->add_flag("--json", b.json, "Print JSON");
   benchCmd->add_option("--device", b.device, "host, or cuda")
       ->capture_default_str()
@@ -808,23 +839,23 @@ int main(int argc, char **argv) {
   decodeCmd->add_option("artifact", artifact, "Artifact folder")->required();
   decodeCmd->add_option("--batch", d.batch, "Sequences (one token each)")
       ->capture_default_str()
-      ->check(atLeast(1, 256));
+      ->check(numberIn<int64_t>(1, 256));
   decodeCmd
       ->add_option("--context", d.context,
                    "Tokens in each sequence, the new one included")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   decodeCmd
       ->add_option("--prefill-chunk", d.prefillChunk,
                    "Time prefill chunks instead of decode steps: this many "
                    "tokens per sequence, ending at --context")
-      ->check(atLeast(1, 65536));
+      ->check(numberIn<int64_t>(1, 65536));
   decodeCmd->add_option("--steps", d.steps, "Timed steps")
       ->capture_default_str()
-      ->check(atLeast(1, 10000));
+      ->check(numberIn<int64_t>(1, 10000));
   decodeCmd->add_option("--warmup", d.warmup, "Untimed steps first")
       ->capture_default_str()
-      ->check(atLeast(0, 10000));
+      ->check(numberIn<int64_t>(0, 10000));
   decodeCmd->add_flag(
       "--dummy-weights", d.dummyWeights,
       "Synthetic weights (needed for --strip-weights artifacts)");
