@@ -152,14 +152,16 @@ std::unique_ptr<Executor> makeExecutor(const Artifact &a,
   return m;
 }
 
-/// How many weights the artifact stores in each format, recognized by the
-/// names and dtypes of ModelOpt-style tensors: a payload `X.weight` beside
-/// `X.weight_scale` and `X.weight_scale_2` is NVFP4; beside a byte (E8M0)
-/// `X.weight_scale` MXFP8 (FP8 payload) or MXFP4 (byte payload); beside an
-/// f32 `X.weight_scale` per-tensor FP8; beside `X.weight_scale_inv` block
-/// FP8 (compressed-tensors NVFP4 stores `X.weight_packed`); any other weight
-/// counts under its dtype. Scale tensors are not counted; stacked experts
-/// count one per expert.
+/// How many checkpoint weight tensors the artifact stores in each format,
+/// recognized by the names and dtypes of ModelOpt-style tensors: a payload
+/// `X.weight` beside `X.weight_scale` and `X.weight_scale_2` is NVFP4; beside a
+/// byte (E8M0) `X.weight_scale` MXFP8 (FP8 payload) or MXFP4 (byte payload);
+/// beside an f32 `X.weight_scale` per-tensor FP8; beside `X.weight_scale_inv`
+/// block FP8 (compressed-tensors NVFP4 stores `X.weight_packed`); any other
+/// weight counts under its dtype. Scale tensors are not counted; stacked
+/// experts count one per expert, as the checkpoint stores them. The artifact's
+/// weight buffers are fewer or more: one per stacked expert tensor, and one
+/// per scale.
 std::map<std::string, int64_t> weightFormats(const Artifact &a) {
   std::map<std::string, const Buffer *> byName;
   for (const Buffer &b : a.buffers())
@@ -210,13 +212,20 @@ int inspect(const std::string &path, bool asJson) {
     return rc;
   const ModelInfo &m = a->model();
   // Activations sized by the step (a T or N extent) count per token; the
-  // others (block-scaled weights dequantized at load) are a fixed size.
-  uint64_t activationBytesPerToken = 0, fixedBytes = 0;
-  size_t weights = 0, caches = 0;
+  // others are a fixed size: the block-scaled weights dequantized at load
+  // (the load-time steps write them) and fixed workspaces (such as the
+  // split-KV attention partials of decode steps with many chunks).
+  uint64_t activationBytesPerToken = 0, dequantizedBytes = 0,
+           workspaceBytes = 0;
+  size_t weightBuffers = 0, caches = 0;
   uint64_t cacheBytesPerToken = 0; // all layers, block scales included
   std::map<std::string, int64_t> cacheDTypes; // caches per element format
-  for (const Buffer &b : a->buffers()) {
-    weights += b.kind == Buffer::Kind::Weight;
+  std::set<int64_t> loadTimeBuffers;
+  for (const Step &s : a->initSchedule())
+    loadTimeBuffers.insert(s.buffers.begin(), s.buffers.end());
+  for (size_t id = 0; id < a->buffers().size(); ++id) {
+    const Buffer &b = a->buffers()[id];
+    weightBuffers += b.kind == Buffer::Kind::Weight;
     caches += b.kind == Buffer::Kind::Cache;
     if (b.kind == Buffer::Kind::Cache) {
       cacheBytesPerToken += b.bytesPerToken;
@@ -229,7 +238,12 @@ int inspect(const std::string &path, bool asJson) {
         n *= e.symbol.empty() ? e.value : 1;
         perToken |= e.symbol == "T" || e.symbol == "N";
       }
-      (perToken ? activationBytesPerToken : fixedBytes) += n;
+      if (perToken)
+        activationBytesPerToken += n;
+      else if (loadTimeBuffers.count(static_cast<int64_t>(id)))
+        dequantizedBytes += n;
+      else
+        workspaceBytes += n;
     }
   }
   std::string targets;
@@ -270,10 +284,13 @@ int inspect(const std::string &path, bool asJson) {
   int64_t sparse =
       std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
   const std::map<std::string, int64_t> formats = weightFormats(*a);
+  int64_t checkpointTensors = 0;
   std::string formatText;
-  for (const auto &[format, count] : formats)
+  for (const auto &[format, count] : formats) {
+    checkpointTensors += count;
     formatText +=
         (formatText.empty() ? "" : ", ") + format + " " + std::to_string(count);
+  }
   if (asJson) {
     nlohmann::ordered_json j = {
         {"artifact", path},
@@ -295,7 +312,8 @@ int inspect(const std::string &path, bool asJson) {
         {"kernels", a->kernelNames().size()},
         {"launches_per_step", a->prefillSchedule().size()},
         {"weights",
-         {{"tensors", weights},
+         {{"buffers", weightBuffers},
+          {"checkpoint_tensors", checkpointTensors},
           {"bytes", a->weightBytes()},
           {"stripped", a->weightsStripped()},
           {"formats", formats}}},
@@ -303,7 +321,8 @@ int inspect(const std::string &path, bool asJson) {
         {"cache_dtypes", cacheDTypes},
         {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
-        {"load_time_buffer_bytes", fixedBytes}};
+        {"load_time_buffer_bytes", dequantizedBytes},
+        {"fixed_workspace_bytes", workspaceBytes}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -321,19 +340,25 @@ int inspect(const std::string &path, bool asJson) {
             << " x " << m.headDim << ", vocab " << m.vocabSize << "\n"
             << "kernels:         " << a->kernelNames().size() << ", "
             << a->prefillSchedule().size() << " launches per step\n"
-            << "weights:         " << weights << " tensors, "
+            << "weights:         " << weightBuffers
+            << " buffers (scales included, stacked experts one each), "
             << a->weightBytes()
             << (a->weightsStripped()
                     ? " bytes, stripped (compiled with --strip-weights)\n"
                     : " bytes (weights.bin, mapped)\n")
-            << "weight formats:  " << formatText << "\n"
+            << "weight formats:  " << checkpointTensors
+            << " checkpoint tensors (scales not counted, one per expert): "
+            << formatText << "\n"
             << "caches:          " << caches << " paged caches ("
             << cacheDTypeText << ") of " << m.pageSize << "-token pages, "
             << cacheBytesPerToken << " bytes per token\n"
             << "activations:     " << activationBytesPerToken
             << " bytes per token in a step\n";
-  if (fixedBytes)
-    std::cout << "dequantized:     " << fixedBytes
+  if (workspaceBytes)
+    std::cout << "workspace:       " << workspaceBytes
+              << " bytes of fixed-size step buffers\n";
+  if (dequantizedBytes)
+    std::cout << "dequantized:     " << dequantizedBytes
               << " bytes of block-scaled weights expanded to FP32 at load\n";
   return 0;
 }
