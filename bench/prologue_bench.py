@@ -2,11 +2,13 @@
 """Fused against unfused attention prologue on one GPU (issue 6's benchmark).
 
 For each token count, `msac-run bench-decode --json` runs two real-shape M3
-artifacts compiled from the same checkpoint, one with
-`--fuse-attention-prologue`, and this script sums the per-launch medians
-(CUDA events, synthetic weights and caches) of each layer's attention
-prologue: the launches between the layer's input RMSNorm and its first
-attention-family launch (index_score, dense_attention or sparse_attention).
+artifacts compiled from the same checkpoint, one with the fused prologue
+(msac compile's default) and one with `--fuse-attention-prologue=false`
+(bench/h200-inputs.sh: m3f.msa, m3.msa), and this script sums the
+per-launch medians (CUDA events, synthetic weights and caches) of each
+layer's attention prologue: the launches between the layer's input RMSNorm
+and its first attention-family launch (index_score, dense_attention or
+sparse_attention).
 Unfused that is 5 (dense: 3) linears, 4 (2) per-head norms, 4 (2) RoPEs and
 3 (2) cache inserts; fused, msa.attention_prologue's launches. Token counts
 up to 64 run as decode steps (batch = tokens), larger ones as one prefill

@@ -26,9 +26,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <new>
 #include <set>
+#include <type_traits>
 
 #include <iostream>
 #include <sstream>
@@ -46,6 +48,38 @@ uint64_t peakRss() {
     if (line.rfind("VmHWM:", 0) == 0)
       return std::stoull(line.substr(6)) * 1024;
   return 0;
+}
+
+/// A CLI11 check that an option's value is a number of type T in [Lo, Hi]
+/// (an integer when T is integral). CLI::Range reports a value that is not a
+/// number as "not in range"; this says what the value is and what the flag
+/// takes: `--max-tokens: 'abc' is not an integer; expected an integer in
+/// [1, 16777216]`. \p expected replaces the text after "expected".
+template <typename T>
+CLI::Validator numberIn(T lo, T hi, std::string expected = "") {
+  constexpr bool isInteger = std::is_integral_v<T>;
+  if (expected.empty()) {
+    std::ostringstream os;
+    os << (isInteger ? "an integer" : "a number") << " in [" << lo << ", " << hi
+       << "]";
+    expected = os.str();
+  }
+  return CLI::Validator(
+      [=](std::string &input) -> std::string {
+        T value{};
+        if (!CLI::detail::lexical_cast(input, value))
+          return "'" + input + "' is not " +
+                 (isInteger ? "an integer" : "a number") + "; expected " +
+                 expected;
+        // A negative value wraps around in an unsigned conversion; NaN is
+        // in no range.
+        const bool negative =
+            std::is_unsigned_v<T> && input.find('-') != std::string::npos;
+        if (negative || !(value >= lo && value <= hi))
+          return input + " is out of range; expected " + expected;
+        return std::string();
+      },
+      expected);
 }
 
 int fail(const std::string &message) {
@@ -118,14 +152,16 @@ std::unique_ptr<Executor> makeExecutor(const Artifact &a,
   return m;
 }
 
-/// How many weights the artifact stores in each format, recognized by the
-/// names and dtypes of ModelOpt-style tensors: a payload `X.weight` beside
-/// `X.weight_scale` and `X.weight_scale_2` is NVFP4; beside a byte (E8M0)
-/// `X.weight_scale` MXFP8 (FP8 payload) or MXFP4 (byte payload); beside an
-/// f32 `X.weight_scale` per-tensor FP8; beside `X.weight_scale_inv` block
-/// FP8 (compressed-tensors NVFP4 stores `X.weight_packed`); any other weight
-/// counts under its dtype. Scale tensors are not counted; stacked experts
-/// count one per expert.
+/// How many checkpoint weight tensors the artifact stores in each format,
+/// recognized by the names and dtypes of ModelOpt-style tensors: a payload
+/// `X.weight` beside `X.weight_scale` and `X.weight_scale_2` is NVFP4; beside a
+/// byte (E8M0) `X.weight_scale` MXFP8 (FP8 payload) or MXFP4 (byte payload);
+/// beside an f32 `X.weight_scale` per-tensor FP8; beside `X.weight_scale_inv`
+/// block FP8 (compressed-tensors NVFP4 stores `X.weight_packed`); any other
+/// weight counts under its dtype. Scale tensors are not counted; stacked
+/// experts count one per expert, as the checkpoint stores them. The artifact's
+/// weight buffers are fewer or more: one per stacked expert tensor, and one
+/// per scale.
 std::map<std::string, int64_t> weightFormats(const Artifact &a) {
   std::map<std::string, const Buffer *> byName;
   for (const Buffer &b : a.buffers())
@@ -176,13 +212,20 @@ int inspect(const std::string &path, bool asJson) {
     return rc;
   const ModelInfo &m = a->model();
   // Activations sized by the step (a T or N extent) count per token; the
-  // others (block-scaled weights dequantized at load) are a fixed size.
-  uint64_t activationBytesPerToken = 0, fixedBytes = 0;
-  size_t weights = 0, caches = 0;
+  // others are a fixed size: the block-scaled weights dequantized at load
+  // (the load-time steps write them) and fixed workspaces (such as the
+  // split-KV attention partials of decode steps with many chunks).
+  uint64_t activationBytesPerToken = 0, dequantizedBytes = 0,
+           workspaceBytes = 0;
+  size_t weightBuffers = 0, caches = 0;
   uint64_t cacheBytesPerToken = 0; // all layers, block scales included
   std::map<std::string, int64_t> cacheDTypes; // caches per element format
-  for (const Buffer &b : a->buffers()) {
-    weights += b.kind == Buffer::Kind::Weight;
+  std::set<int64_t> loadTimeBuffers;
+  for (const Step &s : a->initSchedule())
+    loadTimeBuffers.insert(s.buffers.begin(), s.buffers.end());
+  for (size_t id = 0; id < a->buffers().size(); ++id) {
+    const Buffer &b = a->buffers()[id];
+    weightBuffers += b.kind == Buffer::Kind::Weight;
     caches += b.kind == Buffer::Kind::Cache;
     if (b.kind == Buffer::Kind::Cache) {
       cacheBytesPerToken += b.bytesPerToken;
@@ -195,7 +238,12 @@ int inspect(const std::string &path, bool asJson) {
         n *= e.symbol.empty() ? e.value : 1;
         perToken |= e.symbol == "T" || e.symbol == "N";
       }
-      (perToken ? activationBytesPerToken : fixedBytes) += n;
+      if (perToken)
+        activationBytesPerToken += n;
+      else if (loadTimeBuffers.count(static_cast<int64_t>(id)))
+        dequantizedBytes += n;
+      else
+        workspaceBytes += n;
     }
   }
   std::string targets;
@@ -236,10 +284,13 @@ int inspect(const std::string &path, bool asJson) {
   int64_t sparse =
       std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
   const std::map<std::string, int64_t> formats = weightFormats(*a);
+  int64_t checkpointTensors = 0;
   std::string formatText;
-  for (const auto &[format, count] : formats)
+  for (const auto &[format, count] : formats) {
+    checkpointTensors += count;
     formatText +=
         (formatText.empty() ? "" : ", ") + format + " " + std::to_string(count);
+  }
   if (asJson) {
     nlohmann::ordered_json j = {
         {"artifact", path},
@@ -261,7 +312,8 @@ int inspect(const std::string &path, bool asJson) {
         {"kernels", a->kernelNames().size()},
         {"launches_per_step", a->prefillSchedule().size()},
         {"weights",
-         {{"tensors", weights},
+         {{"buffers", weightBuffers},
+          {"checkpoint_tensors", checkpointTensors},
           {"bytes", a->weightBytes()},
           {"stripped", a->weightsStripped()},
           {"formats", formats}}},
@@ -269,7 +321,8 @@ int inspect(const std::string &path, bool asJson) {
         {"cache_dtypes", cacheDTypes},
         {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
-        {"load_time_buffer_bytes", fixedBytes}};
+        {"load_time_buffer_bytes", dequantizedBytes},
+        {"fixed_workspace_bytes", workspaceBytes}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -287,19 +340,25 @@ int inspect(const std::string &path, bool asJson) {
             << " x " << m.headDim << ", vocab " << m.vocabSize << "\n"
             << "kernels:         " << a->kernelNames().size() << ", "
             << a->prefillSchedule().size() << " launches per step\n"
-            << "weights:         " << weights << " tensors, "
+            << "weights:         " << weightBuffers
+            << " buffers (scales included, stacked experts one each), "
             << a->weightBytes()
             << (a->weightsStripped()
                     ? " bytes, stripped (compiled with --strip-weights)\n"
                     : " bytes (weights.bin, mapped)\n")
-            << "weight formats:  " << formatText << "\n"
+            << "weight formats:  " << checkpointTensors
+            << " checkpoint tensors (scales not counted, one per expert): "
+            << formatText << "\n"
             << "caches:          " << caches << " paged caches ("
             << cacheDTypeText << ") of " << m.pageSize << "-token pages, "
             << cacheBytesPerToken << " bytes per token\n"
             << "activations:     " << activationBytesPerToken
             << " bytes per token in a step\n";
-  if (fixedBytes)
-    std::cout << "dequantized:     " << fixedBytes
+  if (workspaceBytes)
+    std::cout << "workspace:       " << workspaceBytes
+              << " bytes of fixed-size step buffers\n";
+  if (dequantizedBytes)
+    std::cout << "dequantized:     " << dequantizedBytes
               << " bytes of block-scaled weights expanded to FP32 at load\n";
   return 0;
 }
@@ -752,30 +811,27 @@ int main(int argc, char **argv) {
   CLI::App *gen = app.add_subcommand("generate", "Generate text from a prompt");
   gen->add_option("artifact", artifact, "Artifact folder")->required();
   gen->add_option("-p,--prompt", g.prompt, "Prompt text")->required();
-  auto atLeast = [](int64_t lo, int64_t hi) {
-    return CLI::Range(lo, hi).description("an integer in [" +
-                                          std::to_string(lo) + ", " +
-                                          std::to_string(hi) + "]");
-  };
   gen->add_option("-n,--max-tokens", g.maxTokens, "Tokens to generate")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   gen->add_option("--temp,--temperature", g.sampling.temperature,
                   "Sampling temperature (0 = greedy)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(numberIn(0.0f, 100.0f));
   gen->add_option("--top-k", g.sampling.topK,
                   "Keep the k most likely tokens (0 = all)")
       ->capture_default_str()
-      ->check(atLeast(0, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(0, int64_t(1) << 24));
   gen->add_option("--top-p", g.sampling.topP, "Nucleus probability mass")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(numberIn(0.0f, 1.0f));
   gen->add_option("-s,--seed", g.sampling.seed, "Random seed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(numberIn(uint64_t(0), std::numeric_limits<uint64_t>::max(),
+                       "an integer in [0, 2^64)"));
   gen->add_option("--chunk-size", g.chunk, "Prefill chunk (tokens per step)")
       ->capture_default_str()
-      ->check(atLeast(1, 65536));
+      ->check(numberIn<int64_t>(1, 65536));
   gen->add_flag("--ignore-eos", g.ignoreEos, "Do not stop at end-of-sequence");
   gen->add_option("--device", g.device,
                   "host, or cuda (the artifact's GPU target)")
@@ -788,13 +844,13 @@ int main(int argc, char **argv) {
   benchCmd->add_option("artifact", artifact, "Artifact folder")->required();
   benchCmd->add_option("--batch", b.batch, "Sequences")
       ->capture_default_str()
-      ->check(atLeast(1, 256));
+      ->check(numberIn<int64_t>(1, 256));
   benchCmd->add_option("--input-len", b.inputLen, "Prompt tokens")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   benchCmd->add_option("--output-len", b.outputLen, "Generated tokens")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   benchCmd->add_flag("--json", b.json, "Print JSON");
   benchCmd->add_option("--device", b.device, "host, or cuda")
       ->capture_default_str()
@@ -808,23 +864,23 @@ int main(int argc, char **argv) {
   decodeCmd->add_option("artifact", artifact, "Artifact folder")->required();
   decodeCmd->add_option("--batch", d.batch, "Sequences (one token each)")
       ->capture_default_str()
-      ->check(atLeast(1, 256));
+      ->check(numberIn<int64_t>(1, 256));
   decodeCmd
       ->add_option("--context", d.context,
                    "Tokens in each sequence, the new one included")
       ->capture_default_str()
-      ->check(atLeast(1, int64_t(1) << 24));
+      ->check(numberIn<int64_t>(1, int64_t(1) << 24));
   decodeCmd
       ->add_option("--prefill-chunk", d.prefillChunk,
                    "Time prefill chunks instead of decode steps: this many "
                    "tokens per sequence, ending at --context")
-      ->check(atLeast(1, 65536));
+      ->check(numberIn<int64_t>(1, 65536));
   decodeCmd->add_option("--steps", d.steps, "Timed steps")
       ->capture_default_str()
-      ->check(atLeast(1, 10000));
+      ->check(numberIn<int64_t>(1, 10000));
   decodeCmd->add_option("--warmup", d.warmup, "Untimed steps first")
       ->capture_default_str()
-      ->check(atLeast(0, 10000));
+      ->check(numberIn<int64_t>(0, 10000));
   decodeCmd->add_flag(
       "--dummy-weights", d.dummyWeights,
       "Synthetic weights (needed for --strip-weights artifacts)");

@@ -115,8 +115,10 @@ static cl::opt<bool> fuseAttentionPrologue(
              "inserts into one msa.attention_prologue kernel "
              "(-msa-fuse-attention-prologue; on sm_90a a tile GEMM with "
              "the norms, RoPE and inserts in its epilogue for heads of 128 "
-             "channels; layers with NVFP4 caches stay unfused)"),
-    cl::init(false), cl::sub(compileCommand), cl::cat(msacCategory));
+             "channels; layers the pass does not match stay unfused; "
+             "default on, --fuse-attention-prologue=false keeps every "
+             "layer unfused)"),
+    cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> ptxasFmad(
     "ptxas-fmad",
     cl::desc("Let ptxas contract multiply-adds into FMAs (default true)"),
@@ -526,7 +528,8 @@ int runCompile() {
                " and the launch schedule");
   {
     // Block-scaled projections become FP32 dequantization + msa.linear;
-    // then, when asked, the attention prologues are fused.
+    // then the attention prologues are fused (unless
+    // --fuse-attention-prologue=false).
     mlir::PassManager pm(&context);
     buildReferencePipeline(pm);
     if (fuseAttentionPrologue)

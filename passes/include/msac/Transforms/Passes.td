@@ -61,8 +61,9 @@ def MSAFuseAttentionPrologue : Pass<"msa-fuse-attention-prologue"> {
     does); and all ops are in one block, with no user of a replaced value
     before the last op of the chain.
 
-    Not part of the default pipeline: `msac compile
-    --fuse-attention-prologue` runs it after the reference pipeline.
+    Not part of `msac-reference-pipeline`: `msac compile` runs it after
+    that pipeline by default (`--fuse-attention-prologue=false` leaves it
+    out).
   }];
   let dependentDialects = ["::msac::msa::MSADialect"];
 }
