@@ -124,8 +124,10 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
         capRegisters = true;
       }
     if (e2m1)
-      if (auto own = e2m1Kernels.lookupSymbol<func::FuncOp>(hostFn.getName()))
+      if (auto own = e2m1Kernels.lookupSymbol<func::FuncOp>(hostFn.getName())) {
+        assert(!capRegisters && "a kernel with wgmma and E2M1 bodies");
         fn = own;
+      }
     auto kernel =
         gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
