@@ -12,6 +12,27 @@
 // 8 magnitudes are a compile-time table (nvfp4BF16Table), looked up with a
 // byte permute per 4 codes (perf-anchors.md §3.3, the `prmt` byte lookup).
 //
+// Targets with hardware FP4 conversions (GpuTarget::e2m1Convert: sm_100a)
+// convert instead (GpuKernels.cpp, nvfp4QuadsToBF16E2M1), per 2 codes:
+//   cvt.rn.f16x2.e2m1x2           codes -> f16x2 (exact: E2M1 values are
+//                                 0, 0.5, 1, 1.5, 2, 3, 4, 6, signed)
+//   mul.rn.f16x2                  times the block's scale, converted once
+//                                 per block by cvt.rn.f16x2.e4m3x2 (exact;
+//                                 the NaN bytes 0x7F / 0xFF give NaN)
+//   cvt.rn.satfinite.e4m3x2.f16x2 the product to E4M3: nearest even, |x| >
+//                                 448 to ±448, NaN to NaN
+//   cvt.rn.f16x2.e4m3x2, f16 -> FP32 -> bf16, as an FP8 cache's bytes.
+// The product is exact in f16 as it is in FP32, so rounding it once to E4M3
+// is the spec's rounding: an E2M1 value has at most 2 significant bits and
+// an E4M3 scale at most 4, so the product has at most 6 (f16 holds 11); it
+// is 0 or at least 0.5 * 2^-9 = 2^-10 (the smallest E4M3 subnormal scale),
+// above f16's smallest normal 2^-14, so no subnormal and no flush to zero
+// enters; and at most 6 * 448 = 2688, below f16's largest finite 65504.
+// Signs are the IEEE product's in both (negative scale bytes, -0 codes);
+// a NaN scale gives NaN for every code, 0 included, as 0 * NaN does in
+// FP32. unittests/Codegen/E2M1DecodeTest.cpp checks the sequence against
+// a model of each instruction for every code and scale byte.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MSAC_CODEGEN_LIB_CACHEDECODE_H

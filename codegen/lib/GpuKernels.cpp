@@ -380,6 +380,9 @@ public:
   Value tid, ctaId, numCtas, lane, warp;
   /// Named barrier of a warpgroupView's warpgroup (i32), null for the CTA.
   Value barrierId;
+  /// NVFP4 cache values are decoded by the hardware E2M1 conversions
+  /// (GpuTarget::e2m1Convert, nvfp4CodesToBF16E2M1) instead of the table.
+  bool e2m1 = false;
 };
 
 /// `for (i = global thread; i < count; i += all threads) body(i)`.
@@ -404,25 +407,22 @@ bool isDecodedCache(msa::PagedCacheType type) {
 }
 
 /// The NVFP4 decode table of the kernel (nvfp4BF16Table) when `type` is an
-/// NVFP4 cache, else a null value.
+/// NVFP4 cache that the kernel decodes by table lookups (not g.e2m1), else
+/// a null value.
 Value nvfp4Table(GK &g, msa::PagedCacheType type) {
-  if (!isNVFP4Cache(type))
+  if (!isNVFP4Cache(type) || g.e2m1)
     return Value();
   static const std::array<int32_t, 1024> table = nvfp4BF16Table();
   return g.constantWords(table);
 }
 
-/// Two E4M3 bytes (bits 0-15 of the i32 `pair`, channel 2i in the low
-/// byte) as one word of bf16 pairs, exactly: `cvt.rn.f16x2.e4m3x2` (E4M3
-/// is exact in f16, NaN stays NaN), f16 -> FP32 (exact), FP32 -> bf16
-/// (exact: E4M3 values have 4 significant bits and lie within bf16's
-/// normal range).
-Value e4m3PairToBF16(GK &g, Value pair) {
+/// Two E4M3 bytes (a vector<2xi8>, channel 2i first) as one word of bf16
+/// pairs, exactly: `cvt.rn.f16x2.e4m3x2` (E4M3 is exact in f16, NaN stays
+/// NaN), f16 -> FP32 (exact), FP32 -> bf16 (exact: E4M3 values have 4
+/// significant bits and lie within bf16's normal range).
+Value e4m3x2ToBF16(GK &g, Value v) {
   KB &k = g.k;
-  auto i8x2 = VectorType::get({2}, k.b.getI8Type());
   auto f16x2 = VectorType::get({2}, k.b.getF16Type());
-  Value v = LLVM::BitcastOp::create(
-      k.b, k.loc, i8x2, arith::TruncIOp::create(k.b, k.loc, k.i16, pair));
   Value h = NVVM::ConvertF8x2ToF16x2Op::create(
       k.b, k.loc, f16x2, v, /*relu=*/false,
       Float8E4M3FNType::get(k.b.getContext()));
@@ -432,14 +432,73 @@ Value e4m3PairToBF16(GK &g, Value pair) {
   return LLVM::BitcastOp::create(k.b, k.loc, k.i32, b);
 }
 
+/// e4m3x2ToBF16 of bits 0-15 of the i32 `pair` (channel 2i in the low
+/// byte).
+Value e4m3PairToBF16(GK &g, Value pair) {
+  KB &k = g.k;
+  auto i8x2 = VectorType::get({2}, k.b.getI8Type());
+  return e4m3x2ToBF16(g, LLVM::BitcastOp::create(
+                             k.b, k.loc, i8x2,
+                             arith::TruncIOp::create(k.b, k.loc, k.i16, pair)));
+}
+
+/// nvfp4CodesToBF16 by the hardware conversions of targets with
+/// GpuTarget::e2m1Convert (sm_100a), no table: per block the scale byte
+/// as f16 in both halves (`cvt.rn.f16x2.e4m3x2` of the byte twice), per
+/// code byte (2 codes, the low nibble first) the E2M1 values as f16x2
+/// (`cvt.rn.f16x2.e2m1x2`), their product with the scale (`mul.rn.f16x2`),
+/// rounded to E4M3 (`cvt.rn.satfinite.e4m3x2.f16x2`) and widened to bf16 as
+/// an FP8 cache's bytes are (e4m3x2ToBF16). Every step is exact but the
+/// rounding to E4M3, which is the spec's (CacheDecode.h says why;
+/// unittests/Codegen/E2M1DecodeTest.cpp checks every code and scale byte).
+/// `codes` as nvfp4CodesToBF16's.
+SmallVector<Value>
+nvfp4CodesToBF16E2M1(GK &g, ArrayRef<Value> codes, int64_t n,
+                     const std::function<Value(int64_t)> &scaleByte) {
+  KB &k = g.k;
+  MLIRContext *ctx = k.b.getContext();
+  auto i8 = k.b.getI8Type();
+  auto i8x2 = VectorType::get({2}, i8);
+  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+  auto e4m3 = Float8E4M3FNType::get(ctx);
+  SmallVector<Value> out;
+  Value scale; // f16x2, the block's scale in both halves
+  for (int64_t byte = 0; byte < n / 2; ++byte) {
+    // c0 is a multiple of n: a new scale every 16 channels (8 bytes).
+    if (byte % 8 == 0) {
+      Value both = arith::MulIOp::create(k.b, k.loc, scaleByte(byte / 8),
+                                         g.ci32(0x0101));
+      Value bytes = LLVM::BitcastOp::create(
+          k.b, k.loc, i8x2, arith::TruncIOp::create(k.b, k.loc, k.i16, both));
+      scale = NVVM::ConvertF8x2ToF16x2Op::create(k.b, k.loc, f16x2, bytes,
+                                                 /*relu=*/false, e4m3);
+    }
+    Value word = codes[byte / 4];
+    if (byte % 4)
+      word = arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(8 * (byte % 4)));
+    Value pair = NVVM::ConvertF4x2ToF16x2Op::create(
+        k.b, k.loc, f16x2, arith::TruncIOp::create(k.b, k.loc, i8, word),
+        /*relu=*/false, Float4E2M1FNType::get(ctx));
+    Value product = arith::MulFOp::create(k.b, k.loc, pair, scale);
+    Value rounded = NVVM::ConvertF16x2ToF8x2Op::create(
+        k.b, k.loc, i8x2, product, /*relu=*/false, e4m3);
+    out.push_back(e4m3x2ToBF16(g, rounded));
+  }
+  return out;
+}
+
 /// The n / 2 words of bf16 pairs of n NVFP4 codes: `codes` holds n / 8
 /// words of 8 codes (nvfp4OctetWords) when n is a multiple of 8, else one
 /// quad of 4 codes in bits 0-15 (nvfp4Words; n = 4). Per 16 values the
 /// 4-word row of `table` (nvfp4BF16Table) for the scale byte scaleByte(j)
-/// (i32) of block j of the n values, read when the block starts.
+/// (i32) of block j of the n values, read when the block starts. With
+/// g.e2m1 by the hardware conversions instead (nvfp4CodesToBF16E2M1;
+/// `table` is null).
 SmallVector<Value>
 nvfp4CodesToBF16(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
                  const std::function<Value(int64_t)> &scaleByte) {
+  if (g.e2m1)
+    return nvfp4CodesToBF16E2M1(g, codes, n, scaleByte);
   KB &k = g.k;
   SmallVector<Value> out;
   auto vec = VectorType::get({4}, k.i32);
@@ -478,7 +537,7 @@ nvfp4CodesToBF16(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
 /// n / 2 words of bf16 pairs, exactly as the host reads them (FP8:
 /// decodeE4M3; NVFP4: nvfp4ToFP8Value): the words a bf16 cache row would
 /// hold at those channels. 16-byte loads where n allows. `table` is
-/// nvfp4Table's for NVFP4 rows.
+/// nvfp4Table's for NVFP4 rows (null with g.e2m1).
 SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
                                   int64_t n, Value table) {
   KB &k = g.k;
@@ -1304,7 +1363,7 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
 /// The n / 2 words of bf16 pairs of cacheRowRaw's `raw`, exactly as
 /// cacheWordsBF16 decodes them (FP8: e4m3PairToBF16; NVFP4:
 /// nvfp4CodesToBF16 with the rows of `table`, the nvfp4BF16Table words,
-/// here in shared memory).
+/// here in shared memory, or with g.e2m1 the hardware conversions).
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
                                      Value table) {
@@ -1377,7 +1436,7 @@ SmallVector<Value> attentionGroupRaw(GK &g, const AttentionShape &s, Value grp,
 
 /// attentionGroupMath on group `grp` of block `blk` from attentionGroupRaw's
 /// `raw` words, decoded here (`table`: the NVFP4 decode table in shared
-/// memory, or null).
+/// memory, or null: no NVFP4 cache, or g.e2m1).
 SmallVector<Value> attentionGroupFromRaw(
     GK &g, const AttentionShape &s, Value grp, Value blk, Value p,
     ArrayRef<Value> raw, msa::PagedCacheType type, msa::PagedCacheType vtype,
@@ -1578,7 +1637,8 @@ bool attentionFits(Operation *op, int64_t threads) {
 /// loads the K and V words of its next groups (kAheadWords registers for
 /// D <= 64; kAheadWordsWide beyond, Q fragments then in shared memory)
 /// before the math of the current one; FP8 / NVFP4 words are decoded only
-/// when used (NVFP4 table in shared memory). The warps' (O, max, sum) are
+/// when used (NVFP4 table in shared memory, or with g.e2m1 the hardware
+/// conversions). The warps' (O, max, sum) are
 /// combined in shared memory into the chunk's partial (unnormalized O, max,
 /// sum) in the workspace; part 1 (attentionCombineKernel) combines the
 /// chunks. P enters the P.V product as the sum of two bf16 terms (see
@@ -1617,9 +1677,9 @@ void attentionKernel(GK &g, Operation *op) {
   Value chunks = attentionStepChunks(g, s, T);
   Value ws = attentionWorkspace(g, base, chunks);
   // The NVFP4 decode table (nvfp4BF16Table) in shared memory, off the
-  // global-memory path of the cache loads.
+  // global-memory path of the cache loads (none with g.e2m1).
   Value decodeTable;
-  if (isNVFP4Cache(type) || isNVFP4Cache(vtype)) {
+  if ((isNVFP4Cache(type) || isNVFP4Cache(vtype)) && !g.e2m1) {
     Value global = nvfp4Table(g, isNVFP4Cache(type) ? type : vtype);
     decodeTable = g.shared(k.i32, 1024);
     auto vec = VectorType::get({4}, k.i32);
@@ -3749,6 +3809,21 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
           s.hq * attentionFixedPartials(s.hkv) * (s.d + 2)};
 }
 
+bool msac::kernels::hasE2M1Kernel(Operation *op, int64_t threads,
+                                  int64_t part) {
+  if (!hasGpuKernel(op, threads) || part != 0)
+    return false;
+  if (auto score = dyn_cast<msa::IndexScoreOp>(op))
+    return indexScoreMmaFits(score, threads) &&
+           isNVFP4Cache(score.getIndexCache().getType());
+  if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
+    return false;
+  for (int64_t i : {1, 2})
+    if (isNVFP4Cache(cast<msa::PagedCacheType>(op->getOperand(i).getType())))
+      return true;
+  return false;
+}
+
 bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
   if (!hasGpuKernel(op, threads))
     return false;
@@ -3761,12 +3836,14 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
 
 void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                                   StringRef kernelName, int64_t threads,
-                                  int64_t part, bool wgmma, bool wideTiles) {
+                                  int64_t part, bool wgmma, bool wideTiles,
+                                  bool e2m1) {
   // The wide tile (wideTileSwitch) runs on CTAs of two warpgroups.
   const bool wide =
       wgmma && wideTiles && part == 0 &&
       (isa<msa::AttentionPrologueOp>(op) || linearTileFits(op, threads));
   GK g(k, globals, kernelName, wide ? wgmma::kWideThreads : threads);
+  g.e2m1 = e2m1;
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
         if (indexScoreMmaFits(o, threads))

@@ -53,6 +53,14 @@ int64_t gpuKernelParts(Operation *op);
 /// msa.logits, the MoE experts and msa.attention_prologue.
 bool hasWgmmaKernel(Operation *op, int64_t threads);
 
+/// True when part `part` of `op`'s GPU kernel decodes NVFP4 cache values
+/// and has a different body on targets with hardware E2M1 conversions
+/// (GpuTarget::e2m1Convert, sm_100a): part 0 of the tensor-core attention
+/// (dense and sparse) with an NVFP4 K or V cache, and the tensor-core
+/// indexer with an NVFP4 index cache. The other bodies are the same on
+/// every NVIDIA target.
+bool hasE2M1Kernel(Operation *op, int64_t threads, int64_t part);
+
 /// Emits part `part` of the GPU kernel body of `op` through `k` (a function
 /// `(ptr buffers, ptr scalars)`); shared-memory arrays become
 /// `llvm.mlir.global`s in address space 3 named after `kernelName` at the
@@ -60,12 +68,14 @@ bool hasWgmmaKernel(Operation *op, int64_t threads);
 /// targets that have it). With `wideTiles` (and `wgmma`) msa.linear,
 /// msa.logits and part 0 of msa.attention_prologue take the wide tile
 /// where they take the tile GEMM: CTAs of two warpgroups in dynamic shared
-/// memory (the body declares its launch shape, GK::declareLaunch).
+/// memory (the body declares its launch shape, GK::declareLaunch). With
+/// `e2m1` (only for targets with hardware E2M1 conversions) NVFP4 cache
+/// values are decoded by them instead of the table of CacheDecode.h.
 /// Requires hasGpuKernel(op, threads).
 void emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                    llvm::StringRef kernelName, int64_t threads,
-                   int64_t part = 0, bool wgmma = false,
-                   bool wideTiles = false);
+                   int64_t part = 0, bool wgmma = false, bool wideTiles = false,
+                   bool e2m1 = false);
 
 } // namespace msac::kernels
 

@@ -917,22 +917,31 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   for (int64_t part = 1; part < parts; ++part)
     emitKernelFunction(b, loc, partName(name, part), [](KB &) {});
 
-  // The GPU bodies; a second one for targets with warpgroup MMA where it
-  // differs (its shared arrays get distinct names).
-  auto emitGpuBodies = [&](ModuleOp into, bool wgmma) {
-    for (int64_t part = 0; part < parts; ++part) {
-      OpBuilder gb = OpBuilder::atBlockEnd(into.getBody());
-      emitKernelFunction(gb, loc, partName(name, part), [&](KB &gk) {
-        emitGpuKernel(gk, op, into,
-                      partName(name, part) + (wgmma ? "_wgmma" : ""),
-                      kGpuThreads, part, wgmma, wgmma && wideTiles);
-      });
-    }
+  // The GPU bodies; another one for targets with warpgroup MMA, and one
+  // for targets with hardware E2M1 conversions, where it differs (their
+  // shared arrays get distinct names).
+  auto emitGpuBody = [&](ModuleOp into, int64_t part, bool wgmma, bool e2m1) {
+    OpBuilder gb = OpBuilder::atBlockEnd(into.getBody());
+    std::string prefix = partName(name, part);
+    if (wgmma)
+      prefix += "_wgmma";
+    else if (e2m1)
+      prefix += "_e2m1";
+    emitKernelFunction(gb, loc, partName(name, part), [&](KB &gk) {
+      emitGpuKernel(gk, op, into, prefix, kGpuThreads, part, wgmma,
+                    wgmma && wideTiles, e2m1);
+    });
   };
-  if (gpu)
-    emitGpuBodies(*program.gpuKernels, /*wgmma=*/false);
+  for (int64_t part = 0; gpu && part < parts; ++part)
+    emitGpuBody(*program.gpuKernels, part, /*wgmma=*/false, /*e2m1=*/false);
   if (gpu && hasWgmmaKernel(op, kGpuThreads))
-    emitGpuBodies(*program.wgmmaKernels, /*wgmma=*/true);
+    for (int64_t part = 0; part < parts; ++part)
+      emitGpuBody(*program.wgmmaKernels, part, /*wgmma=*/true,
+                  /*e2m1=*/false);
+  for (int64_t part = 0; gpu && part < parts; ++part)
+    if (hasE2M1Kernel(op, kGpuThreads, part))
+      emitGpuBody(*program.e2m1Kernels, part, /*wgmma=*/false,
+                  /*e2m1=*/true);
   return success();
 }
 
@@ -943,6 +952,7 @@ FailureOr<HostProgram> ProgramBuilder::run() {
   program.kernels = ModuleOp::create(module.getLoc());
   program.gpuKernels = ModuleOp::create(module.getLoc());
   program.wgmmaKernels = ModuleOp::create(module.getLoc());
+  program.e2m1Kernels = ModuleOp::create(module.getLoc());
   OpBuilder builder(program.kernels->getBodyRegion());
   kb = &builder;
 

@@ -44,7 +44,7 @@
 using namespace mlir;
 
 std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
-                                   ModuleOp wgmmaKernels,
+                                   ModuleOp wgmmaKernels, ModuleOp e2m1Kernels,
                                    const std::string &targetName,
                                    const std::string &cudaToolkit,
                                    bool assembly, std::string &binary,
@@ -89,9 +89,12 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
   b.setInsertionPointToStart(gpuModule.getBody());
 
   // Shared-memory arrays of the GPU-specific kernels (and of their wgmma
-  // bodies on targets with warpgroup MMA, which take precedence).
+  // bodies on targets with warpgroup MMA, or of their E2M1 bodies on
+  // targets with hardware E2M1 conversions, which take precedence; no
+  // kernel has both).
   const bool specific = gpuKernels && target->threadsPerBlock == kGpuThreads;
   const bool wgmma = specific && wgmmaKernels && target->wgmma;
+  const bool e2m1 = specific && e2m1Kernels && target->e2m1Convert;
   // The dynamic shared-memory array is declared once per module, however
   // many kernels use it.
   auto cloneGlobals = [&](ModuleOp from) {
@@ -103,6 +106,8 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
     cloneGlobals(gpuKernels);
   if (wgmma)
     cloneGlobals(wgmmaKernels);
+  if (e2m1)
+    cloneGlobals(e2m1Kernels);
   for (auto hostFn : hostKernels.getOps<func::FuncOp>()) {
     func::FuncOp fn = hostFn;
     bool gridStride = true;
@@ -117,6 +122,11 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
               wgmmaKernels.lookupSymbol<func::FuncOp>(hostFn.getName())) {
         fn = own;
         capRegisters = true;
+      }
+    if (e2m1)
+      if (auto own = e2m1Kernels.lookupSymbol<func::FuncOp>(hostFn.getName())) {
+        assert(!capRegisters && "a kernel with wgmma and E2M1 bodies");
+        fn = own;
       }
     auto kernel =
         gpu::GPUFuncOp::create(b, loc, fn.getName(), fn.getFunctionType());

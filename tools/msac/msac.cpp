@@ -550,7 +550,8 @@ int runCompile() {
     std::string ptx;
     std::string error = emitNvidiaBinary(
         *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
-        gpus.front()->name.str(), cudaToolkit, /*assembly=*/true, ptx);
+        *program->e2m1Kernels, gpus.front()->name.str(), cudaToolkit,
+        /*assembly=*/true, ptx);
     if (!error.empty()) {
       WithColor::error(errs(), "msac") << error << "\n";
       return 1;
@@ -574,7 +575,8 @@ int runCompile() {
       std::vector<KernelGeometry> geometry;
       std::string error = emitNvidiaBinary(
           *program->kernels, *program->gpuKernels, *program->wgmmaKernels,
-          gpu->name.str(), cudaToolkit, false, cubin, ptxasFmad, &geometry);
+          *program->e2m1Kernels, gpu->name.str(), cudaToolkit, false, cubin,
+          ptxasFmad, &geometry);
       if (!error.empty()) {
         WithColor::error(errs(), "msac") << error << "\n";
         return 1;

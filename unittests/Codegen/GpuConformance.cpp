@@ -196,9 +196,9 @@ int main(int argc, char **argv) {
   });
 
   std::string cubin;
-  std::string error =
-      emitNvidiaBinary(*module, ModuleOp(), ModuleOp(), targetName, cudaToolkit,
-                       /*assembly=*/false, cubin);
+  std::string error = emitNvidiaBinary(*module, ModuleOp(), ModuleOp(),
+                                       ModuleOp(), targetName, cudaToolkit,
+                                       /*assembly=*/false, cubin);
   if (!error.empty())
     return fail(error);
 

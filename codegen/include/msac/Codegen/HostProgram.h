@@ -98,6 +98,11 @@ struct HostProgram {
   /// The bodies that differ on targets with warpgroup MMA (GpuTarget::wgmma,
   /// sm_90a): same names and ABI, they replace gpuKernels' there.
   mlir::OwningOpRef<mlir::ModuleOp> wgmmaKernels;
+  /// The bodies that differ on targets with hardware E2M1 conversions
+  /// (GpuTarget::e2m1Convert, sm_100a): the kernels that decode NVFP4 cache
+  /// values, which convert them instead of looking them up in a table.
+  /// Same names and ABI; they replace gpuKernels' there.
+  mlir::OwningOpRef<mlir::ModuleOp> e2m1Kernels;
   std::vector<BufferDesc> buffers;
   /// Run once when the model is loaded: dequantizes block-scaled weights
   /// (kept packed in the artifact) into FP32 buffers.
@@ -141,18 +146,18 @@ std::string emitHostSharedObject(mlir::ModuleOp llvmModule,
 /// and an add into an FMA), which keeps GPU rounding closer to the host's.
 /// `gpuKernels` (may be null) supplies GPU-specific bodies by name;
 /// `wgmmaKernels` (may be null) replaces some of them on targets with
-/// warpgroup MMA. `geometry` (may be null) receives every kernel's launch
+/// warpgroup MMA, `e2m1Kernels` (may be null) some on targets with hardware
+/// E2M1 conversions. `geometry` (may be null) receives every kernel's launch
 /// shape, in hostKernels' order: kGpuCtasPerSM CTAs per multiprocessor of
 /// the target's block and no dynamic shared memory unless the chosen body
 /// declares its own (kGpuBlockAttr, kGpuDynamicSharedAttr,
 /// kGpuCtasPerSMAttr).
-std::string emitNvidiaBinary(mlir::ModuleOp hostKernels,
-                             mlir::ModuleOp gpuKernels,
-                             mlir::ModuleOp wgmmaKernels,
-                             const std::string &targetName,
-                             const std::string &cudaToolkit, bool assembly,
-                             std::string &binary, bool fmad = true,
-                             std::vector<KernelGeometry> *geometry = nullptr);
+std::string
+emitNvidiaBinary(mlir::ModuleOp hostKernels, mlir::ModuleOp gpuKernels,
+                 mlir::ModuleOp wgmmaKernels, mlir::ModuleOp e2m1Kernels,
+                 const std::string &targetName, const std::string &cudaToolkit,
+                 bool assembly, std::string &binary, bool fmad = true,
+                 std::vector<KernelGeometry> *geometry = nullptr);
 
 } // namespace msac
 

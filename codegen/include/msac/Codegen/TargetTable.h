@@ -26,6 +26,10 @@ struct GpuTarget {
   /// Warpgroup MMA (wgmma.mma_async, sm_90a only: sm_100a has tcgen05
   /// instead): kernels with a wgmma body (HostProgram::wgmmaKernels) use it.
   bool wgmma;
+  /// Hardware FP4 conversions (`cvt.rn.f16x2.e2m1x2`, sm_100a; not on
+  /// sm_90a): kernels that decode NVFP4 caches (HostProgram::e2m1Kernels)
+  /// convert the E2M1 codes instead of looking them up in a table.
+  bool e2m1Convert;
 };
 
 /// Every GPU target, in a fixed order.
