@@ -2214,9 +2214,11 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   // stored (a row of A only reaches its own row of the result).
   auto emitMma = [&] {
     const int64_t groups = nOut / 8, chunks = inner / 32;
-    // Up to 8 chunks' loads in flight per lane: with one warp per 8
-    // weight rows there are fewer warps than for one row each.
-    const int64_t u = chunks % 8 == 0 ? 8 : unrollOf(chunks);
+    // Up to 4 chunks' loads per lane per step: on the H200 (docs/perf.md,
+    // sixth session) 4 ran 2-6 % faster than 8 at 8 and 16 rows and the
+    // same at 32 and 64 (8 holds more registers in the kernels capped at
+    // 128); the sums run in the same order either way.
+    const int64_t u = unrollOf(chunks);
     Value tiles = k.idiv(k.iadd(R, k.c(15)), k.c(16));
     g.warpLoop(k.imul(tiles, k.c(groups)), [&](Value item) {
       // Row tiles fastest: the warps reading the same weight rows run
