@@ -1119,3 +1119,7 @@ msac::buildHostProgram(ModuleOp module,
                    NVVM::NVVMDialect>();
   return ProgramBuilder(module, genericGpuOps, wideTiles).run();
 }
+
+bool msac::hasSpecificGpuKernel(Operation *op) {
+  return kernels::hasGpuKernel(op, kGpuThreads);
+}

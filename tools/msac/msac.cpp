@@ -116,8 +116,10 @@ static cl::opt<bool> fuseAttentionPrologue(
              "(-msa-fuse-attention-prologue; on sm_90a a tile GEMM with "
              "the norms, RoPE and inserts in its epilogue for heads of 128 "
              "channels; layers the pass does not match stay unfused; "
-             "default on, --fuse-attention-prologue=false keeps every "
-             "layer unfused)"),
+             "default on, except that with a GPU target a model whose fused "
+             "prologue has no GPU kernel of its own (heads other than 128 "
+             "channels) stays unfused unless the flag is given; "
+             "--fuse-attention-prologue=false keeps every layer unfused)"),
     cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> ptxasFmad(
     "ptxas-fmad",
@@ -526,16 +528,39 @@ int runCompile() {
                 : gpus.empty() ? "host kernels"
                                : "host and GPU kernels") +
                " and the launch schedule");
-  {
-    // Block-scaled projections become FP32 dequantization + msa.linear;
-    // then the attention prologues are fused (unless
-    // --fuse-attention-prologue=false).
+  // Block-scaled projections become FP32 dequantization + msa.linear; then
+  // the attention prologues are fused (unless
+  // --fuse-attention-prologue=false).
+  auto lower = [&](bool fuse) {
     mlir::PassManager pm(&context);
     buildReferencePipeline(pm);
-    if (fuseAttentionPrologue)
+    if (fuse)
       pm.addPass(createMSAFuseAttentionPrologue());
-    if (failed(pm.run(*module)))
-      return 3;
+    return pm.run(*module);
+  };
+  if (failed(lower(fuseAttentionPrologue)))
+    return 3;
+  // By default a GPU target keeps the fusion only when the GPU kernels take
+  // the fused op (heads of 128 channels, ...): elsewhere it would run as
+  // the grid-stride host body, slower than the unfused kernels.
+  if (fuseAttentionPrologue && fuseAttentionPrologue.getNumOccurrences() == 0 &&
+      !gpus.empty()) {
+    bool generic = false;
+    module->walk([&](mlir::Operation *op) {
+      if (op->getName().getStringRef() == "msa.attention_prologue" &&
+          !hasSpecificGpuKernel(op))
+        generic = true;
+    });
+    if (generic) {
+      WithColor::note(errs(), "msac")
+          << "the fused attention prologue has no GPU kernel for this "
+             "model's shapes; compiling it unfused (--fuse-attention-prologue "
+             "fuses anyway)\n";
+      module =
+          importModel(context, *model->config, *model->weights, {*kv, *index});
+      if (!module || failed(lower(false)))
+        return 3;
+    }
   }
   mlir::FailureOr<HostProgram> program = buildHostProgram(
       *module,

@@ -113,6 +113,11 @@ struct HostProgram {
   std::vector<std::string> kernelNames;
 };
 
+/// True when `op` has a GPU-specific kernel for CTAs of kGpuThreads threads
+/// (its shapes and element types meet that kernel's preconditions); ops
+/// without one run on a GPU as grid-stride loops of their host bodies.
+bool hasSpecificGpuKernel(mlir::Operation *op);
+
 /// Builds kernels and schedule from `module` (which must hold `@forward`).
 /// Emits an error on the op and fails for ops or types the host backend
 /// does not implement yet. Ops named in `genericGpuOps` (e.g.
