@@ -274,6 +274,37 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     readSchedule(m.at("schedules").at("prefill"), a->prefill);
     readSchedule(m.at("schedules").at("decode"), a->decode);
     a->outputList = m.at("outputs").get<std::vector<int64_t>>();
+    // A hand-edited or corrupt manifest must not reach the kernels: the
+    // buffers' element types are the ones msac writes, and the model's
+    // vocabulary is the logits buffer's width (every step reads that many
+    // logits per sequence).
+    static const char *const kDTypes[] = {
+        "bf16", "f16",      "f32",    "i32",       "i8",
+        "ui8",  "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "nvfp4"};
+    for (const Buffer &b : a->bufferList)
+      if (std::find(std::begin(kDTypes), std::end(kDTypes), b.dtype) ==
+          std::end(kDTypes))
+        throw std::runtime_error("buffer '" + b.name + "' has dtype '" +
+                                 b.dtype +
+                                 "', which msac does not write; the artifact "
+                                 "is corrupt, recompile the model");
+    if (a->outputList.empty())
+      throw std::runtime_error("no outputs");
+    for (int64_t id : a->outputList)
+      if (id < 0 || id >= static_cast<int64_t>(a->bufferList.size()))
+        throw std::runtime_error("output " + std::to_string(id) +
+                                 " names no buffer");
+    const Buffer &logits = a->bufferList[a->outputList[0]];
+    if (info.vocabSize <= 0 || logits.shape.empty() ||
+        !logits.shape.back().symbol.empty() ||
+        logits.shape.back().value != info.vocabSize)
+      throw std::runtime_error(
+          "model.vocab_size is " + std::to_string(info.vocabSize) +
+          ", but the logits buffer '" + logits.name + "' has " +
+          (logits.shape.empty() || !logits.shape.back().symbol.empty()
+               ? std::string("no fixed width")
+               : std::to_string(logits.shape.back().value) + " columns") +
+          "; the artifact is corrupt, recompile the model");
 
     // Weights.
     const std::string weightsPath =

@@ -31,9 +31,10 @@ std::string manifest(int version, const std::string &kernels) {
                "launch": {"grid": 528, "block": 128, "kernels": )" +
          kernels + R"(}}],
   "kernels": [{"name": "msac_k0_embedding"}, {"name": "msac_k1_linear"}],
-  "buffers": [],
+  "buffers": [{"kind": "activation", "name": "logits", "dtype": "f32",
+               "shape": ["N", 128]}],
   "schedules": {"init": [], "prefill": [], "decode": []},
-  "outputs": [],
+  "outputs": [0],
   "weights": {"file": "weights.bin", "bytes": 0, "alignment": 4096,
               "stripped": true}})";
 }
