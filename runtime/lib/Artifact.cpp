@@ -288,6 +288,14 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                                  b.dtype +
                                  "', which msac does not write; the artifact "
                                  "is corrupt, recompile the model");
+    for (const Buffer &b : a->bufferList)
+      if (b.kind == Buffer::Kind::Cache && b.pageSize != info.pageSize)
+        throw std::runtime_error(
+            "model.page_size is " + std::to_string(info.pageSize) +
+            ", but cache '" + b.name + "' has pages of " +
+            std::to_string(b.pageSize) +
+            " tokens (the kernels' page size); the artifact is corrupt, "
+            "recompile the model");
     if (a->outputList.empty())
       throw std::runtime_error("no outputs");
     for (int64_t id : a->outputList)
