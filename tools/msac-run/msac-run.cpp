@@ -905,6 +905,11 @@ int main(int argc, char **argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "cuda"}));
 
+  // Parse errors read like the tool's other errors.
+  app.failure_message([](const CLI::App *, const CLI::Error &e) {
+    return std::string("msac-run: error: ") + e.what() +
+           "\nRun with --help for more information.\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
