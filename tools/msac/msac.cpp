@@ -31,6 +31,7 @@
 #include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
 #include "msac/Codegen/TargetTable.h"
+#include "msac/Dialect/MSA/IR/MSAOps.h"
 #include "msac/Import/M3Importer.h"
 #include "msac/Transforms/Passes.h"
 
@@ -546,9 +547,8 @@ int runCompile() {
   if (fuseAttentionPrologue && fuseAttentionPrologue.getNumOccurrences() == 0 &&
       !gpus.empty()) {
     bool generic = false;
-    module->walk([&](mlir::Operation *op) {
-      if (op->getName().getStringRef() == "msa.attention_prologue" &&
-          !hasSpecificGpuKernel(op))
+    module->walk([&](msa::AttentionPrologueOp op) {
+      if (!hasSpecificGpuKernel(op))
         generic = true;
     });
     if (generic) {
