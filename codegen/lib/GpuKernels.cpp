@@ -63,6 +63,8 @@ constexpr int64_t kRowTile = 8;
 
 /// GPU context of one kernel body: thread coordinates, shuffles, barriers,
 /// shared memory.
+int64_t unrollOf(int64_t iters);
+
 class GK {
 public:
   GK(KB &k, ModuleOp globals, StringRef name, int64_t threads)
@@ -297,6 +299,183 @@ public:
     }
     return out;
   }
+  /// The loads of 8 weight elements (loadWeightRaw), decoded apart
+  /// (decodeWeight8) so that a loop can issue several steps' loads before
+  /// the first decode waits for its data.
+  struct WeightRaw {
+    SmallVector<Value> words; // payload: vectors (plain) or words (packed)
+    Value scale, global;      // packed: scale byte (i32) or FP32; g
+  };
+  /// Issues the loads of the 8 elements at flat index `index` (a multiple
+  /// of 8) of a weight. Plain: load8's 16-byte loads. Packed: one 8-byte
+  /// (8-bit storage) or 4-byte (E2M1) load and one block scale, as the 8
+  /// elements share their scale block (blocks of 16, 32 or 128 along rows
+  /// that they divide, or per tensor).
+  WeightRaw loadWeightRaw(const WeightRef &w, Value index) {
+    WeightRaw raw;
+    Type i8 = k.b.getI8Type();
+    if (!w.packed) {
+      const bool bf16 = w.type.isBF16();
+      auto vec = VectorType::get({4}, bf16 ? k.i32 : k.f32);
+      for (int64_t l = 0; l < (bf16 ? 1 : 2); ++l)
+        raw.words.push_back(LLVM::LoadOp::create(
+            k.b, k.loc, vec,
+            k.gep(w.base, k.iadd(index, k.c(4 * l)), bf16 ? k.i16 : k.f32),
+            /*alignment=*/16));
+      return raw;
+    }
+    const PackedWeight &p = *w.packed;
+    if (p.fourBit()) {
+      raw.words.push_back(LLVM::LoadOp::create(
+          k.b, k.loc, k.i32, k.gep(w.base, k.idiv(index, k.c(2)), i8),
+          /*alignment=*/4));
+    } else {
+      raw.words.push_back(LLVM::LoadOp::create(
+          k.b, k.loc, VectorType::get({2}, k.i32), k.gep(w.base, index, i8),
+          /*alignment=*/8));
+    }
+    Value si = packedScaleIndex(k, p, index);
+    raw.scale = p.scaleType.isF32() ? k.loadF(w.scales, si, k.f32)
+                                    : loadByteU32(k, w.scales, si);
+    raw.global = packedGlobal(k, w, index);
+    return raw;
+  }
+  /// The FP32 values of loadWeightRaw's 8 elements (loadWeight's values).
+  /// E4M3 payload bytes and E4M3 block scales convert by `cvt.rn.f16x2.
+  /// e4m3x2` (exact), E8M0 scales by placing the byte in the exponent
+  /// (decodeByteFloat's values, 2^-127 and NaN included). E2M1 codes
+  /// become f16 bit patterns (magnitude bits 2..0 at bits 11..9, sign at
+  /// bit 15: the code's value times 2^-14, subnormal 0.5 included),
+  /// widened exactly; the 2^14 is folded into an E4M3 block scale (at most
+  /// 448 * 2^14: exact) or applied first for E8M0 ones. Each value's only
+  /// rounding is loadWeight's (the product with an FP32 scale, then with
+  /// g), so the values are identical.
+  SmallVector<Value> decodeWeight8(const WeightRef &w, const WeightRaw &raw) {
+    SmallVector<Value> out;
+    if (!w.packed) {
+      for (Value v : raw.words)
+        for (int64_t e = 0; e < 4; ++e) {
+          Value x = LLVM::ExtractElementOp::create(k.b, k.loc, v, ci32(e));
+          if (w.type.isBF16()) {
+            auto [lo, hi] = unpackBF16(x);
+            out.push_back(lo);
+            out.push_back(hi);
+          } else {
+            out.push_back(x);
+          }
+        }
+      return out;
+    }
+    const PackedWeight &p = *w.packed;
+    Type i8 = k.b.getI8Type();
+    auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+    auto f32x2 = VectorType::get({2}, k.f32);
+    auto i8x2 = VectorType::get({2}, i8);
+    auto e4m3Pair = [&](Value bits16) { // i32 holding 2 bytes -> f32 x 2
+      Value h = NVVM::ConvertF8x2ToF16x2Op::create(
+          k.b, k.loc, f16x2,
+          LLVM::BitcastOp::create(
+              k.b, k.loc, i8x2,
+              arith::TruncIOp::create(k.b, k.loc, k.i16, bits16)),
+          /*relu=*/false, Float8E4M3FNType::get(k.b.getContext()));
+      return arith::ExtFOp::create(k.b, k.loc, f32x2, h).getResult();
+    };
+    auto elem = [&](Value v, int64_t e) -> Value {
+      return LLVM::ExtractElementOp::create(k.b, k.loc, v, ci32(e));
+    };
+    // The block scale as FP32.
+    Value scale = raw.scale;
+    const bool e4m3Scale =
+        isa<bsq::NVFP4Type>(p.format) || isa<Float8E4M3FNType>(p.scaleType);
+    if (!p.scaleType.isF32()) {
+      if (e4m3Scale) {
+        scale = elem(e4m3Pair(raw.scale), 0);
+      } else { // E8M0
+        Value bits = arith::ShLIOp::create(k.b, k.loc, raw.scale, ci32(23));
+        bits = k.select(eqI32(raw.scale, 0), ci32(0x00400000), bits);
+        scale = k.select(eqI32(raw.scale, 255), k.cf(NAN),
+                         arith::BitcastOp::create(k.b, k.loc, k.f32, bits));
+      }
+    }
+    auto finish = [&](Value v) {
+      v = k.mul(v, scale);
+      return raw.global ? k.mul(v, raw.global) : v;
+    };
+    Type storage = p.format.getStorageType();
+    if (p.fourBit()) {
+      const bool foldScale = e4m3Scale && !p.scaleType.isF32();
+      Value twoTo14 = k.cf(16384.0);
+      if (foldScale)
+        scale = k.mul(scale, twoTo14);
+      Value word = raw.words[0];
+      auto andC = [&](Value x, uint32_t m) {
+        return arith::AndIOp::create(k.b, k.loc, x, ci32(m)).getResult();
+      };
+      auto shl = [&](Value x, int64_t n) {
+        return arith::ShLIOp::create(k.b, k.loc, x, ci32(n)).getResult();
+      };
+      for (int64_t byte = 0; byte < 4; ++byte) {
+        Value t = byte
+                      ? arith::ShRUIOp::create(k.b, k.loc, word, ci32(8 * byte))
+                            .getResult()
+                      : word;
+        // Code 2 byte in bits 3..0, code 2 byte + 1 in bits 19..16.
+        Value x = arith::OrIOp::create(k.b, k.loc, andC(t, 0xF),
+                                       shl(andC(t, 0xF0), 12));
+        Value h = arith::OrIOp::create(k.b, k.loc, shl(andC(x, 0x00070007), 9),
+                                       shl(andC(x, 0x00080008), 12));
+        Value halves = LLVM::BitcastOp::create(k.b, k.loc, f16x2, h);
+        Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, halves);
+        for (int64_t e = 0; e < 2; ++e) {
+          Value v = elem(f, e);
+          out.push_back(finish(foldScale ? v : k.mul(v, twoTo14)));
+        }
+      }
+      return out;
+    }
+    for (int64_t l = 0; l < 2; ++l) {
+      Value word = elem(raw.words[0], l);
+      for (int64_t pair = 0; pair < 2; ++pair) {
+        Value bits =
+            pair
+                ? arith::ShRUIOp::create(k.b, k.loc, word, ci32(16)).getResult()
+                : word;
+        if (isa<Float8E4M3FNType>(storage)) {
+          Value f = e4m3Pair(bits);
+          for (int64_t e = 0; e < 2; ++e)
+            out.push_back(finish(elem(f, e)));
+          continue;
+        }
+        // E5M2 (infinities decode as loadWeight does): per byte.
+        for (int64_t e = 0; e < 2; ++e) {
+          Value byte = arith::AndIOp::create(
+              k.b, k.loc,
+              e ? arith::ShRUIOp::create(k.b, k.loc, bits, ci32(8)).getResult()
+                : bits,
+              ci32(0xFF));
+          out.push_back(finish(decodeByteFloat(k, byte, storage)));
+        }
+      }
+    }
+    return out;
+  }
+  SmallVector<Value> loadWeight8(const WeightRef &w, Value index) {
+    return decodeWeight8(w, loadWeightRaw(w, index));
+  }
+  /// Loop steps of 8 weight elements per lane whose loads a warp loop
+  /// issues together: unrollOf for plain weights; for packed ones (4 or 8
+  /// bytes per step and lane instead of 16) the largest divisor of `iters`
+  /// keeping about 64 bytes per lane in flight, as 4 steps of bf16 do.
+  static int64_t weightUnroll(const WeightRef &w, int64_t iters) {
+    if (!w.packed)
+      return unrollOf(iters);
+    const int64_t most = w.packed->fourBit() ? 16 : 8;
+    for (int64_t u = std::min(most, iters); u > 1; --u)
+      if (iters % u == 0)
+        return u;
+    return 1;
+  }
+  Value eqI32(Value a, int64_t v) { return k.icmp(CmpI::eq, a, ci32(v)); }
   /// D = A B + C with mma.sync m16n8k16, bf16 A (4 x i32) and B (2 x i32),
   /// FP32 C and D (4 each).
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
@@ -2121,6 +2300,8 @@ struct RowsDotArgs {
   Type xe, we, oe;
   int64_t inner, nOut;
   std::function<std::pair<Value, Value>(Value j)> wRow;
+  /// A packed weight (wRow then locates its payload and flat index).
+  WeightRef wPacked;
 };
 
 /// Fewest output features for which rowsDot takes mma.sync tiles.
@@ -2140,6 +2321,12 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   const int64_t inner = args.inner, nOut = args.nOut;
   Type xe = args.xe, we = args.we, oe = args.oe;
   const bool vec = inner % (kWarp * 8) == 0;
+  auto weightRef = [&](Value base) {
+    WeightRef w = args.wPacked;
+    w.base = base;
+    w.type = we;
+    return w;
+  };
   auto emitTiles = [&](int64_t tile) {
     Value tiles = k.idiv(k.iadd(R, k.c(tile - 1)), k.c(tile));
     g.warpLoop(k.imul(tiles, k.c(nOut)), [&](Value item) {
@@ -2153,30 +2340,36 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         xOff.push_back(k.imul(src, k.c(inner)));
       }
       std::pair<Value, Value> wAt = args.wRow(j);
-      Value w = wAt.first, wOff = wAt.second;
+      WeightRef w = weightRef(wAt.first);
+      Value wOff = wAt.second;
       SmallVector<Value> init(tile, k.cf(0));
       SmallVector<Value> acc;
       if (vec) {
-        const int64_t iters = inner / (kWarp * 8), u = unrollOf(iters);
+        // Packed weights take more steps per iteration (single rows).
+        const int64_t iters = inner / (kWarp * 8),
+                      u = tile == 1 ? GK::weightUnroll(w, iters)
+                                    : unrollOf(iters);
         acc = k.reduceN(
             k.c(0), k.c(iters / u), init,
             [&](Value it, ValueRange a) -> SmallVector<Value> {
               SmallVector<Value> cols;
-              SmallVector<SmallVector<Value>> wq;
+              SmallVector<GK::WeightRaw> wq;
               for (int64_t step = 0; step < u; ++step) {
                 Value at = k.iadd(k.imul(it, k.c(u)), k.c(step));
                 cols.push_back(
                     k.iadd(k.imul(at, k.c(kWarp * 8)), k.imul(g.lane, k.c(8))));
-                wq.push_back(g.load8(w, k.iadd(wOff, cols.back()), we));
+                wq.push_back(g.loadWeightRaw(w, k.iadd(wOff, cols.back())));
               }
               SmallVector<Value> next(a.begin(), a.end());
-              for (int64_t step = 0; step < u; ++step)
+              for (int64_t step = 0; step < u; ++step) {
+                SmallVector<Value> wv = g.decodeWeight8(w, wq[step]);
                 for (int64_t r = 0; r < tile; ++r) {
                   SmallVector<Value> xq =
                       g.load8(x, k.iadd(xOff[r], cols[step]), xe);
                   for (int64_t e = 0; e < 8; ++e)
-                    next[r] = k.add(next[r], k.mul(xq[e], wq[step][e]));
+                    next[r] = k.add(next[r], k.mul(xq[e], wv[e]));
                 }
+              }
               return next;
             });
       } else {
@@ -2187,7 +2380,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
               Value in = k.icmp(CmpI::ult, col, k.c(inner));
               Value safe = k.select(in, col, k.c(0));
               Value wq =
-                  k.select(in, k.loadF(w, k.iadd(wOff, safe), we), k.cf(0));
+                  k.select(in, loadWeight(k, w, k.iadd(wOff, safe)), k.cf(0));
               SmallVector<Value> next;
               for (int64_t r = 0; r < tile; ++r)
                 next.push_back(k.add(
@@ -2274,8 +2467,8 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   // One warp per 8 features leaves too few warps for narrow outputs (the
   // K and V projections, 512 features: 64 warps): those keep kRowTile rows
   // per warp and feature.
-  const bool mma = xe.isBF16() && we.isBF16() && inner % 32 == 0 &&
-                   nOut % 8 == 0 && nOut >= kMmaMinFeatures;
+  const bool mma = xe.isBF16() && we.isBF16() && !args.wPacked.packed &&
+                   inner % 32 == 0 && nOut % 8 == 0 && nOut >= kMmaMinFeatures;
   g.ifElse(
       g.eq(R, k.c(1)), {},
       [&] {
@@ -2307,6 +2500,7 @@ void rowsDotKernel(GK &g, Operation *op) {
   args.we = elementOf(wv);
   args.oe = elementOf(op->getResult(0));
   args.R = k.scalar(logits ? 1 : 0);
+  args.wPacked = weightOperand(k, logits ? 2 : 1, args.we);
   const int64_t inner = args.inner;
   args.wRow = [&k, w, inner](Value j) -> std::pair<Value, Value> {
     return {w, k.imul(j, k.c(inner))};
@@ -2764,23 +2958,26 @@ void wideTileSwitch(
 /// sum): 8 channels per lane with 16-byte loads when n is a multiple of 256
 /// (offsets then multiples of 8; several steps' loads in flight), else one
 /// channel per lane.
-Value warpDot(GK &g, Value a, Value aOff, Type aType, Value b, Value bOff,
-              Type bType, int64_t n) {
+Value warpDot(GK &g, Value a, Value aOff, Type aType, const WeightRef &b,
+              Value bOff, int64_t n) {
   KB &k = g.k;
   Value acc;
   if (n % (kWarp * 8) == 0) {
-    const int64_t iters = n / (kWarp * 8), u = unrollOf(iters);
+    const int64_t iters = n / (kWarp * 8), u = GK::weightUnroll(b, iters);
     acc = k.reduce(k.c(0), k.c(iters / u), k.cf(0), [&](Value it, Value s) {
-      SmallVector<SmallVector<Value>> xs, ys;
+      SmallVector<SmallVector<Value>> xs;
+      SmallVector<GK::WeightRaw> ys;
       for (int64_t step = 0; step < u; ++step) {
         Value at = k.iadd(k.imul(it, k.c(u)), k.c(step));
         Value col = k.iadd(k.imul(at, k.c(kWarp * 8)), k.imul(g.lane, k.c(8)));
         xs.push_back(g.load8(a, k.iadd(aOff, col), aType));
-        ys.push_back(g.load8(b, k.iadd(bOff, col), bType));
+        ys.push_back(g.loadWeightRaw(b, k.iadd(bOff, col)));
       }
-      for (int64_t step = 0; step < u; ++step)
+      for (int64_t step = 0; step < u; ++step) {
+        SmallVector<Value> y = g.decodeWeight8(b, ys[step]);
         for (int64_t e = 0; e < 8; ++e)
-          s = k.add(s, k.mul(xs[step][e], ys[step][e]));
+          s = k.add(s, k.mul(xs[step][e], y[e]));
+      }
       return s;
     });
   } else {
@@ -2792,7 +2989,7 @@ Value warpDot(GK &g, Value a, Value aOff, Type aType, Value b, Value bOff,
       k.b.setInsertionPointToEnd(loop.getBody());
       Value i = loop.getInductionVar();
       Value x = k.loadF(a, k.iadd(aOff, i), aType);
-      Value y = k.loadF(b, k.iadd(bOff, i), bType);
+      Value y = loadWeight(k, b, k.iadd(bOff, i));
       scf::YieldOp::create(
           k.b, k.loc,
           ValueRange{k.add(loop.getRegionIterArgs()[0], k.mul(x, y))});
@@ -2820,11 +3017,13 @@ bool moeExpertsFits(msa::MoEExpertsOp op) {
 /// per (t, c).
 void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
   KB &k = g.k;
-  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
-        w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6), act = k.ptr(7);
+  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), out = k.ptr(6),
+        act = k.ptr(7);
   const MoEExpertsShape s(op);
   const int64_t inner = s.inner, h = s.h, topK = s.topK;
-  Type ie = s.ie, we = s.we, de = s.de;
+  Type ie = s.ie;
+  WeightRef w1 = weightOperand(k, 3, s.we), w3 = weightOperand(k, 4, s.we),
+            w2 = weightOperand(k, 5, s.de);
   Value T = k.scalar(0);
   if (part == 0) {
     g.warpLoop(k.imul(T, k.c(topK * inner)), [&](Value item) {
@@ -2834,8 +3033,8 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
       Value e = k.loadIndex(ri, slotRow);
       Value row = k.imul(k.iadd(k.imul(e, k.c(inner)), n), k.c(h));
       Value xOff = k.imul(t, k.c(h));
-      Value gv = g.roundTo(warpDot(g, in, xOff, ie, w1, row, we, h), ie);
-      Value uv = g.roundTo(warpDot(g, in, xOff, ie, w3, row, we, h), ie);
+      Value gv = g.roundTo(warpDot(g, in, xOff, ie, w1, row, h), ie);
+      Value uv = g.roundTo(warpDot(g, in, xOff, ie, w3, row, h), ie);
       Value a = swigluOAI(k, gv, uv, s.alpha, s.limit);
       k.ifThen(g.eq(g.lane, k.c(0)),
                [&] { k.storeF(act, item, g.roundTo(a, ie), k.f32); });
@@ -2852,8 +3051,7 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
       Value e = k.loadIndex(ri, at);
       Value w = k.loadF(rw, at, k.f32);
       Value row = k.imul(k.iadd(k.imul(e, k.c(h)), c), k.c(inner));
-      Value dv =
-          warpDot(g, act, k.imul(at, k.c(inner)), k.f32, w2, row, de, inner);
+      Value dv = warpDot(g, act, k.imul(at, k.c(inner)), k.f32, w2, row, inner);
       acc = k.add(acc, k.mul(w, dv));
     }
     k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(out, item, acc, ie); });
@@ -3574,8 +3772,8 @@ void moeRouterKernel(GK &g, msa::MoERouterOp op, int64_t part) {
   if (part == 0) {
     g.warpLoop(k.imul(k.scalar(0), k.c(e)), [&](Value item) {
       Value t = k.idiv(item, k.c(e)), x = k.irem(item, k.c(e));
-      Value logit =
-          warpDot(g, in, k.imul(t, k.c(h)), ie, gate, k.imul(x, k.c(h)), ge, h);
+      Value logit = warpDot(g, in, k.imul(t, k.c(h)), ie, plainWeight(gate, ge),
+                            k.imul(x, k.c(h)), h);
       Value sv = k.sigmoid(logit);
       k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(work, item, sv, k.f32); });
     });
@@ -3608,7 +3806,7 @@ void rmsNormKernel(GK &g, msa::RMSNormOp op) {
   const bool offset = s.offset;
   g.warpLoop(k.imul(k.scalar(0), k.c(rowsPerToken)), [&](Value r) {
     Value base = k.imul(r, k.c(n));
-    Value ss = warpDot(g, in, base, ie, in, base, ie, n);
+    Value ss = warpDot(g, in, base, ie, plainWeight(in, ie), base, n);
     Value inv = rmsInverse(k, ss, n, eps);
     if (n % (kWarp * 8) == 0) {
       // 8 channels per lane with 16-byte loads, several steps at once.

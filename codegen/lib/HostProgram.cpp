@@ -81,15 +81,15 @@ void rmsNormKernel(KB &k, msa::RMSNormOp op) {
 }
 
 void linearKernel(KB &k, msa::LinearOp op) {
-  // buffers: in [T, K], weight [N, K], out [T, N]
-  Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
+  // buffers: in [T, K], weight [N, K] (or packed), out [T, N]
+  Value in = k.ptr(0), out = k.ptr(2);
   const int64_t kk = shapeOf(op.getInput())[1], n = shapeOf(op.getWeight())[0];
-  Type ie = elementOf(op.getInput()), we = elementOf(op.getWeight()),
-       oe = elementOf(op.getResult());
+  Type ie = elementOf(op.getInput()), oe = elementOf(op.getResult());
+  WeightRef w = weightOperand(k, 1, elementOf(op.getWeight()));
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     Value row = k.imul(t, k.c(kk));
     k.loop(k.c(0), k.c(n), [&](Value j) {
-      Value acc = k.dot(in, row, ie, w, k.imul(j, k.c(kk)), we, kk);
+      Value acc = dotWeight(k, in, row, ie, w, k.imul(j, k.c(kk)), kk);
       k.storeF(out, k.iadd(k.imul(t, k.c(n)), j), acc, oe);
     });
   });
@@ -546,11 +546,13 @@ void moeRouterKernel(KB &k, msa::MoERouterOp op) {
 void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
   // buffers: input [T, H], weights [T, K], ids [T, K], w1 [E, I, H],
   // w3 [E, I, H], w2 [E, H, I], out [T, H]
-  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), w1 = k.ptr(3),
-        w3 = k.ptr(4), w2 = k.ptr(5), out = k.ptr(6);
+  // (the weights may be packed)
+  Value in = k.ptr(0), rw = k.ptr(1), ri = k.ptr(2), out = k.ptr(6);
   const MoEExpertsShape s(op);
   const int64_t inner = s.inner, h = s.h, topK = s.topK;
-  Type ie = s.ie, we = s.we, de = s.de;
+  Type ie = s.ie;
+  WeightRef w1 = weightOperand(k, 3, s.we), w3 = weightOperand(k, 4, s.we),
+            w2 = weightOperand(k, 5, s.de);
   Value act = k.scratch(inner), acc = k.scratch(h), tmp = k.scratch(1);
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     k.loop(k.c(0), k.c(h), [&](Value c) { k.storeF(acc, c, k.cf(0), k.f32); });
@@ -563,14 +565,14 @@ void moeExpertsKernel(KB &k, msa::MoEExpertsOp op) {
         Value row = k.imul(k.iadd(k.imul(e, k.c(inner)), n), k.c(h));
         // Gate and up projections round to the activation type, as separate
         // projections would; so does the activation.
-        Value g = k.roundTo(k.dot(in, xOff, ie, w1, row, we, h), ie, tmp);
-        Value u = k.roundTo(k.dot(in, xOff, ie, w3, row, we, h), ie, tmp);
+        Value g = k.roundTo(dotWeight(k, in, xOff, ie, w1, row, h), ie, tmp);
+        Value u = k.roundTo(dotWeight(k, in, xOff, ie, w3, row, h), ie, tmp);
         Value a = swigluOAI(k, g, u, s.alpha, s.limit);
         k.storeF(act, n, k.roundTo(a, ie, tmp), k.f32);
       });
       k.loop(k.c(0), k.c(h), [&](Value c) {
         Value row = k.imul(k.iadd(k.imul(e, k.c(h)), c), k.c(inner));
-        Value d = k.dot(act, k.c(0), k.f32, w2, row, de, inner);
+        Value d = dotWeight(k, act, k.c(0), k.f32, w2, row, inner);
         k.storeF(acc, c, k.add(k.loadF(acc, c, k.f32), k.mul(w, d)), k.f32);
       });
     });
@@ -594,79 +596,19 @@ void logitsKernel(KB &k, msa::LogitsOp op) {
   });
 }
 
-/// `bsq.dequantize` of a packed weight: buffers data, scales, [global],
-/// out (f32, logical shape). value = storage * scale [* global], FP32.
-/// `scalePerMatrix` (per-tensor formats) and `globalPerMatrix`: one scale
-/// per matrix of a stack ([E] for stacked experts) rather than one.
-void dequantizeKernel(KB &k, bsq::QuantizedTypeInterface q,
-                      ArrayRef<int64_t> shape, Type dataType, Type scaleType,
-                      bool hasGlobal, bool invertGlobal, bool scalePerMatrix,
-                      bool globalPerMatrix) {
-  Value data = k.ptr(0), scales = k.ptr(1);
-  Value global = hasGlobal ? k.ptr(2) : Value();
-  Value out = k.ptr(hasGlobal ? 3 : 2);
+/// `bsq.dequantize` of a packed weight at load time: buffers data, scales,
+/// [global], out (f32, logical shape); out[i] = loadWeight(i) = storage *
+/// scale [* global], FP32.
+void dequantizeKernel(KB &k, const PackedWeight &p) {
+  WeightRef w{k.ptr(0), Type(), &p, k.ptr(1), Value()};
+  if (p.hasGlobal)
+    w.global = k.ptr(2);
+  Value out = k.ptr(p.hasGlobal ? 3 : 2);
   int64_t numel = 1;
-  for (int64_t d : shape)
+  for (int64_t d : p.shape)
     numel *= d;
-  const int64_t cols = shape.back();
-  const int64_t rows2 = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
-  SmallVector<int64_t> block = q.getBlockShape();
-  const bool fourBit = q.getStorageType().getWidth() == 4;
-  Type i8 = k.b.getI8Type();
-  auto loadByte = [&](Value base, Value index) -> Value {
-    Value b = LLVM::LoadOp::create(k.b, k.loc, i8, k.gep(base, index, i8));
-    return arith::ExtUIOp::create(k.b, k.loc, k.i32, b);
-  };
-  k.loop(k.c(0), k.c(numel), [&](Value i) {
-    Value value;
-    if (fourBit) {
-      Value byte = loadByte(data, k.idiv(i, k.c(2)));
-      Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
-      Value code = k.select(
-          odd,
-          arith::ShRUIOp::create(
-              k.b, k.loc, byte,
-              arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(4))),
-          byte);
-      value = decodeE2M1(k, code);
-    } else {
-      value = decodeByteFloat(k, loadByte(data, i), q.getStorageType());
-    }
-    Value scaleIndex;
-    if (block.empty()) {
-      scaleIndex = scalePerMatrix ? k.idiv(i, k.c(rows2 * cols)) : k.c(0);
-    } else if (block.size() == 1) {
-      scaleIndex = k.iadd(k.imul(k.idiv(i, k.c(cols)), k.c(cols / block[0])),
-                          k.idiv(k.irem(i, k.c(cols)), k.c(block[0])));
-    } else {
-      const int64_t rb = (rows2 + block[0] - 1) / block[0];
-      const int64_t cb = (cols + block[1] - 1) / block[1];
-      Value mat = k.idiv(i, k.c(rows2 * cols));
-      Value r = k.irem(k.idiv(i, k.c(cols)), k.c(rows2));
-      Value c = k.irem(i, k.c(cols));
-      scaleIndex = k.iadd(k.imul(mat, k.c(rb * cb)),
-                          k.iadd(k.imul(k.idiv(r, k.c(block[0])), k.c(cb)),
-                                 k.idiv(c, k.c(block[1]))));
-    }
-    Value scale = scaleType.isF32()
-                      ? k.loadF(scales, scaleIndex, k.f32)
-                      : decodeByteFloat(
-                            k, loadByte(scales, scaleIndex),
-                            isa<bsq::NVFP4Type>(q)
-                                ? Type(Float8E4M3FNType::get(k.b.getContext()))
-                                : scaleType);
-    Value v = k.mul(value, scale);
-    if (hasGlobal) {
-      // One global scale per matrix of a stack (or one for the tensor).
-      Value g = k.loadF(global,
-                        globalPerMatrix ? k.idiv(i, k.c(rows2 * cols)) : k.c(0),
-                        k.f32);
-      if (invertGlobal)
-        g = k.div(k.cf(1.0), g);
-      v = k.mul(v, g);
-    }
-    k.storeF(out, i, v, k.f32);
-  });
+  k.loop(k.c(0), k.c(numel),
+         [&](Value i) { k.storeF(out, i, loadWeight(k, w, i), k.f32); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -683,8 +625,9 @@ std::string dtypeName(Type t) {
 class ProgramBuilder {
 public:
   ProgramBuilder(ModuleOp module, const std::vector<std::string> &generic,
-                 bool wideTiles)
-      : module(module), genericGpuOps(generic), wideTiles(wideTiles) {}
+                 bool wideTiles, bool packedWeights)
+      : module(module), genericGpuOps(generic), wideTiles(wideTiles),
+        packedWeights(packedWeights) {}
   FailureOr<HostProgram> run();
 
 private:
@@ -729,11 +672,19 @@ private:
   };
   /// The FP32 buffer holding packed value `v`, dequantized at load time.
   int64_t dequantized(Value v);
+  /// The layout of packed value `v` (no launch slots yet).
+  PackedWeight packedLayout(Value v);
+  /// True when every user of `dq` reads it as a weight that kernels can
+  /// take packed (the weight of msa.linear, an expert stack of
+  /// msa.moe_experts).
+  static bool readableInPlace(bsq::DequantizeOp dq);
 
   ModuleOp module;
   std::vector<std::string> genericGpuOps;
-  bool wideTiles;
+  bool wideTiles, packedWeights;
   HostProgram program;
+  /// `bsq.dequantize` results read in place, to their packed inputs.
+  llvm::DenseMap<Value, Value> inPlace;
   llvm::DenseMap<Value, int64_t> buffers;
   llvm::DenseMap<Value, Packed> packed;
   llvm::StringMap<std::string> kernelByKey;
@@ -760,12 +711,60 @@ std::vector<Extent> ProgramBuilder::symbolicShape(Value v) {
   return shape;
 }
 
+PackedWeight ProgramBuilder::packedLayout(Value v) {
+  const Packed &p = packed[v];
+  auto type = cast<RankedTensorType>(v.getType());
+  PackedWeight layout;
+  layout.format = cast<bsq::QuantizedTypeInterface>(type.getElementType());
+  layout.shape.assign(type.getShape().begin(), type.getShape().end());
+  layout.dataType = cast<ShapedType>(p.data.getType()).getElementType();
+  layout.scaleType = cast<ShapedType>(p.scales.getType()).getElementType();
+  auto perMatrix = [&](Value scale) {
+    return scale && type.getRank() > 2 &&
+           cast<ShapedType>(scale.getType()).getNumElements() > 1;
+  };
+  layout.hasGlobal = static_cast<bool>(p.global);
+  layout.invertGlobal = p.invertGlobal;
+  layout.scalePerMatrix =
+      layout.format.getBlockShape().empty() && perMatrix(p.scales);
+  layout.globalPerMatrix = perMatrix(p.global);
+  return layout;
+}
+
+bool ProgramBuilder::readableInPlace(bsq::DequantizeOp dq) {
+  Value v = dq.getResult();
+  return !v.use_empty() && llvm::all_of(v.getUses(), [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto linear = dyn_cast<msa::LinearOp>(user))
+      return use.get() == linear.getWeight() && use.getOperandNumber() == 1;
+    if (auto moe = dyn_cast<msa::MoEExpertsOp>(user)) {
+      unsigned n = use.getOperandNumber();
+      return n == moe.getGateWeightsMutable().getOperandNumber() ||
+             n == moe.getUpWeightsMutable().getOperandNumber() ||
+             n == moe.getDownWeightsMutable().getOperandNumber();
+    }
+    return false;
+  });
+}
+
+std::string packedKey(const PackedWeight &p) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << "packed<" << p.format << ",";
+  for (int64_t d : p.shape)
+    os << d << "x";
+  os << p.dataType << "," << p.scaleType << (p.hasGlobal ? ",g" : "")
+     << (p.invertGlobal ? "i" : "") << (p.scalePerMatrix ? ",s" : "")
+     << (p.globalPerMatrix ? ",m" : "") << "@" << p.scalesSlot << ","
+     << p.globalSlot << ">";
+  return key;
+}
+
 int64_t ProgramBuilder::dequantized(Value v) {
   Packed &p = packed[v];
   if (p.dequantized >= 0)
     return p.dequantized;
   auto type = cast<RankedTensorType>(v.getType());
-  auto q = cast<bsq::QuantizedTypeInterface>(type.getElementType());
   BufferDesc out;
   out.kind = BufferDesc::Kind::Activation;
   out.name = "dequantized" + std::to_string(program.buffers.size());
@@ -774,20 +773,11 @@ int64_t ProgramBuilder::dequantized(Value v) {
     out.shape.push_back({d, ""});
   p.dequantized = newBuffer(out);
 
-  Type dataType = cast<ShapedType>(p.data.getType()).getElementType();
-  Type scaleType = cast<ShapedType>(p.scales.getType()).getElementType();
-  auto perMatrix = [&](Value scale) {
-    return scale && type.getRank() > 2 &&
-           cast<ShapedType>(scale.getType()).getNumElements() > 1;
-  };
-  const bool scalePerMatrix = q.getBlockShape().empty() && perMatrix(p.scales);
-  const bool globalPerMatrix = perMatrix(p.global);
+  PackedWeight layout = packedLayout(v);
   std::string key;
   {
     llvm::raw_string_ostream os(key);
-    os << "dequantize" << type << dataType << scaleType << (p.global ? "g" : "")
-       << (p.invertGlobal ? "i" : "") << (scalePerMatrix ? "s" : "")
-       << (globalPerMatrix ? "m" : "");
+    os << "dequantize" << packedKey(layout);
   }
   Launch launch;
   launch.op = "bsq.dequantize";
@@ -803,11 +793,8 @@ int64_t ProgramBuilder::dequantized(Value v) {
         "msac_k" + std::to_string(program.kernelNames.size()) + "_dequantize";
     kernelByKey[key] = launch.kernel;
     program.kernelNames.push_back(launch.kernel);
-    emitKernelFunction(*kb, v.getLoc(), launch.kernel, [&](KB &k) {
-      dequantizeKernel(k, q, type.getShape(), dataType, scaleType,
-                       static_cast<bool>(p.global), p.invertGlobal,
-                       scalePerMatrix, globalPerMatrix);
-    });
+    emitKernelFunction(*kb, v.getLoc(), launch.kernel,
+                       [&](KB &k) { dequantizeKernel(k, layout); });
   }
   program.init.push_back(launch);
   return p.dequantized;
@@ -839,6 +826,20 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
       if (!isSupportedElement(shaped.getElementType()) && !packed.count(v))
         return op->emitError("the host backend does not support element type ")
                << shaped.getElementType() << " yet";
+  // Weights read in place: the payload takes the operand's slot, the
+  // scales (and global scale) follow every other buffer of the launch.
+  // msa.moe_experts takes its packed expert stacks directly.
+  llvm::SmallDenseMap<int, Value> packedSource;
+  for (auto [slot, v] : llvm::enumerate(operands)) {
+    if (auto it = inPlace.find(v); it != inPlace.end())
+      packedSource[static_cast<int>(slot)] = it->second;
+    else if (packedWeights && packed.count(v) && isa<msa::MoEExpertsOp>(op) &&
+             slot >= 3)
+      packedSource[static_cast<int>(slot)] = v;
+  }
+  PackedOperands packedOps;
+  for (auto &[slot, v] : packedSource)
+    packedOps[slot] = packedLayout(v);
   // Kernels are shared by ops that print identically apart from SSA names.
   std::string key;
   {
@@ -852,8 +853,11 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   }
   Launch launch;
   launch.op = op->getName().getStringRef().str();
-  for (Value v : all)
-    launch.buffers.push_back(bufferFor(v));
+  for (auto [slot, v] : llvm::enumerate(all)) {
+    auto it = packedSource.find(static_cast<int>(slot));
+    launch.buffers.push_back(
+        bufferFor(it != packedSource.end() ? packed[it->second].data : v));
+  }
   const bool gpu =
       hasGpuKernel(op, kGpuThreads) &&
       !llvm::is_contained(genericGpuOps, op->getName().getStringRef().str());
@@ -867,6 +871,25 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
       launch.buffers.push_back(scratchBuffer("i32", ws.countersPerToken));
     if (ws.fixedFloats)
       launch.buffers.push_back(scratchBuffer("f32", ws.fixedFloats, false));
+  }
+  SmallVector<int> packedSlots;
+  for (auto &entry : packedOps)
+    packedSlots.push_back(entry.first);
+  llvm::sort(packedSlots);
+  for (int slot : packedSlots) {
+    PackedWeight &layout = packedOps[slot];
+    const Packed &p = packed[packedSource[slot]];
+    layout.scalesSlot = static_cast<int>(launch.buffers.size());
+    launch.buffers.push_back(bufferFor(p.scales));
+    if (p.global) {
+      layout.globalSlot = static_cast<int>(launch.buffers.size());
+      launch.buffers.push_back(bufferFor(p.global));
+    }
+  }
+  {
+    llvm::raw_string_ostream os(key);
+    for (int slot : packedSlots)
+      os << ",in-place " << slot << ":" << packedKey(packedOps[slot]);
   }
   // A GPU kernel in several parts runs as consecutive launches over the same
   // buffers; on the host the first part does the whole op and the others
@@ -895,6 +918,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   OpBuilder &b = *kb;
   Location loc = op->getLoc();
   emitKernelFunction(b, loc, name, [&](KB &k) {
+    k.packed = &packedOps;
     TypeSwitch<Operation *>(op)
         .Case([&](msa::EmbeddingOp o) { embeddingKernel(k, o); })
         .Case([&](msa::RMSNormOp o) { rmsNormKernel(k, o); })
@@ -928,6 +952,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
     else if (e2m1)
       prefix += "_e2m1";
     emitKernelFunction(gb, loc, partName(name, part), [&](KB &gk) {
+      gk.packed = &packedOps;
       emitGpuKernel(gk, op, into, prefix, kGpuThreads, part, wgmma,
                     wgmma && wideTiles, e2m1);
     });
@@ -1070,7 +1095,10 @@ FailureOr<HostProgram> ProgramBuilder::run() {
         return dq.emitError("the host backend dequantizes packed weights to "
                             "f32 only"),
                failure();
-      buffers[dq.getResult()] = dequantized(dq.getInput());
+      if (packedWeights && readableInPlace(dq))
+        inPlace[dq.getResult()] = dq.getInput();
+      else
+        buffers[dq.getResult()] = dequantized(dq.getInput());
       continue;
     }
     if (isa<arith::DivFOp>(op) && llvm::all_of(op.getUsers(), [](Operation *u) {
@@ -1112,12 +1140,12 @@ FailureOr<HostProgram> ProgramBuilder::run() {
 FailureOr<HostProgram>
 msac::buildHostProgram(ModuleOp module,
                        const std::vector<std::string> &genericGpuOps,
-                       bool wideTiles) {
+                       bool wideTiles, bool packedWeights) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
                    arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
                    NVVM::NVVMDialect>();
-  return ProgramBuilder(module, genericGpuOps, wideTiles).run();
+  return ProgramBuilder(module, genericGpuOps, wideTiles, packedWeights).run();
 }
 
 bool msac::hasSpecificGpuKernel(Operation *op) {

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <cassert>
 #include <cmath>
@@ -32,6 +33,10 @@ using namespace mlir;
 //===----------------------------------------------------------------------===//
 // Kernel body builder
 //===----------------------------------------------------------------------===//
+
+struct PackedWeight;
+/// Launch slots of a kernel whose weight operands are read in place.
+using PackedOperands = llvm::SmallDenseMap<int, PackedWeight>;
 
 /// Emits loops and memory accesses inside one kernel function
 /// `(ptr buffers, ptr scalars)`.
@@ -292,6 +297,8 @@ public:
   Value bufs, scal;
   Block *entry = nullptr;
   Type f32, i32, i16, i64, ptrT;
+  /// The weight operands this kernel reads in place (weightOperand).
+  const PackedOperands *packed = nullptr;
 };
 
 /// Creates kernel function `name` `(ptr buffers, ptr scalars)` at `b`'s
@@ -510,6 +517,156 @@ inline Value decodeByteFloat(KB &k, Value byte, Type type) {
                  k.b, k.loc, k.icmp(arith::CmpIPredicate::eq, exponent, ci(15)),
                  k.icmp(arith::CmpIPredicate::eq, m, ci(7)));
   return k.select(isNan, k.cf(NAN), v);
+}
+
+//===----------------------------------------------------------------------===//
+// Block-scaled weights read in place
+//===----------------------------------------------------------------------===//
+
+/// A `bsq.pack`ed weight that a kernel reads in place (msac compile
+/// --packed-weights): its user's `bsq.dequantize` operand is not
+/// materialized; the launch passes the packed payload in the operand's
+/// slot and the block scales (and the FP32 global scale, if any) after all
+/// other buffers. Element i of the logical weight (row-major, flat index)
+/// is `storage[i] * scale[block(i)] [* g]`, FP32, exactly as the load-time
+/// `bsq.dequantize` kernel computes it (dequantizeKernel), so a kernel
+/// reading in place sums the same FP32 values in the same order.
+struct PackedWeight {
+  bsq::QuantizedTypeInterface format;
+  SmallVector<int64_t> shape; // logical shape
+  Type dataType, scaleType;   // element types of the pack's operands
+  bool hasGlobal = false;
+  /// compressed-tensors: the stored global scale is 1 / g.
+  bool invertGlobal = false;
+  /// Per-tensor formats over a stack of matrices ([E, N, K]): one scale
+  /// per matrix; likewise one global scale per matrix.
+  bool scalePerMatrix = false, globalPerMatrix = false;
+  int scalesSlot = -1, globalSlot = -1; // launch buffer slots
+
+  int64_t cols() const { return shape.back(); }
+  int64_t rows() const {
+    return shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  }
+  bool fourBit() const { return format.getStorageType().getWidth() == 4; }
+};
+
+/// A weight operand: a plain array of `type` (bf16, f32, f8E4M3FN) at
+/// `base`, or a packed one (`packed` set; `base` is its payload).
+struct WeightRef {
+  Value base;
+  Type type;
+  const PackedWeight *packed = nullptr;
+  Value scales, global;
+};
+
+/// A plain weight array.
+inline WeightRef plainWeight(Value base, Type type) {
+  return WeightRef{base, type, nullptr, Value(), Value()};
+}
+
+/// The weight operand in launch slot `slot` whose IR type has element
+/// type `type` (f32 for a folded `bsq.dequantize`).
+inline WeightRef weightOperand(KB &k, int slot, Type type) {
+  WeightRef w = plainWeight(k.ptr(slot), type);
+  if (!k.packed)
+    return w;
+  auto it = k.packed->find(slot);
+  if (it == k.packed->end())
+    return w;
+  w.packed = &it->second;
+  w.scales = k.ptr(it->second.scalesSlot);
+  if (it->second.hasGlobal)
+    w.global = k.ptr(it->second.globalSlot);
+  return w;
+}
+
+/// Index into the scale array of element `i` (flat) of a packed weight.
+inline Value packedScaleIndex(KB &k, const PackedWeight &p, Value i) {
+  SmallVector<int64_t> block = p.format.getBlockShape();
+  const int64_t cols = p.cols(), rows2 = p.rows();
+  if (block.empty())
+    return p.scalePerMatrix ? k.idiv(i, k.c(rows2 * cols)) : k.c(0);
+  if (block.size() == 1) // runs of the last dimension, which they divide
+    return k.idiv(i, k.c(block[0]));
+  const int64_t rb = (rows2 + block[0] - 1) / block[0];
+  const int64_t cb = (cols + block[1] - 1) / block[1];
+  Value mat = k.idiv(i, k.c(rows2 * cols));
+  Value r = k.irem(k.idiv(i, k.c(cols)), k.c(rows2));
+  Value c = k.irem(i, k.c(cols));
+  return k.iadd(k.imul(mat, k.c(rb * cb)),
+                k.iadd(k.imul(k.idiv(r, k.c(block[0])), k.c(cb)),
+                       k.idiv(c, k.c(block[1]))));
+}
+
+/// The unsigned byte at `base[index]` as an i32.
+inline Value loadByteU32(KB &k, Value base, Value index) {
+  Type i8 = k.b.getI8Type();
+  Value b = LLVM::LoadOp::create(k.b, k.loc, i8, k.gep(base, index, i8));
+  return arith::ExtUIOp::create(k.b, k.loc, k.i32, b);
+}
+
+/// The FP32 block scale of element `i` (flat) of a packed weight.
+inline Value packedScale(KB &k, const WeightRef &w, Value i) {
+  const PackedWeight &p = *w.packed;
+  Value index = packedScaleIndex(k, p, i);
+  if (p.scaleType.isF32())
+    return k.loadF(w.scales, index, k.f32);
+  return decodeByteFloat(k, loadByteU32(k, w.scales, index),
+                         isa<bsq::NVFP4Type>(p.format)
+                             ? Type(Float8E4M3FNType::get(k.b.getContext()))
+                             : p.scaleType);
+}
+
+/// The factor after the block scale of element `i` (flat): the global
+/// scale g (1 / stored for compressed-tensors), or a null value.
+inline Value packedGlobal(KB &k, const WeightRef &w, Value i) {
+  const PackedWeight &p = *w.packed;
+  if (!p.hasGlobal)
+    return Value();
+  Value g = k.loadF(
+      w.global,
+      p.globalPerMatrix ? k.idiv(i, k.c(p.rows() * p.cols())) : k.c(0), k.f32);
+  return p.invertGlobal ? k.div(k.cf(1.0), g) : g;
+}
+
+/// Element `i` (flat) of a weight as FP32: storage * scale [* g] for a
+/// packed one (the `bsq.dequantize` semantics; one FP32 rounding per
+/// product).
+inline Value loadWeight(KB &k, const WeightRef &w, Value i) {
+  if (!w.packed)
+    return k.loadF(w.base, i, w.type);
+  const PackedWeight &p = *w.packed;
+  Value value;
+  if (p.fourBit()) {
+    Value byte = loadByteU32(k, w.base, k.idiv(i, k.c(2)));
+    Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
+    Value code = k.select(
+        odd,
+        arith::ShRUIOp::create(
+            k.b, k.loc, byte,
+            arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(4))),
+        byte);
+    value = decodeE2M1(k, code);
+  } else {
+    value = decodeByteFloat(k, loadByteU32(k, w.base, i),
+                            p.format.getStorageType());
+  }
+  Value v = k.mul(value, packedScale(k, w, i));
+  if (Value g = packedGlobal(k, w, i))
+    v = k.mul(v, g);
+  return v;
+}
+
+/// sum_{j < n} a[aOff + j] * w[wOff + j], FP32, in KB::dot's order.
+inline Value dotWeight(KB &k, Value a, Value aOff, Type aType,
+                       const WeightRef &w, Value wOff, int64_t n) {
+  if (!w.packed)
+    return k.dot(a, aOff, aType, w.base, wOff, w.type, n);
+  return k.reduce(k.c(0), k.c(n), k.cf(0.0), [&](Value j, Value acc) {
+    Value x = k.loadF(a, k.iadd(aOff, j), aType);
+    Value y = loadWeight(k, w, k.iadd(wOff, j));
+    return k.add(acc, k.mul(x, y));
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -192,12 +192,9 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
     error = strippedWeightsError(artifact);
     return nullptr;
   }
-  // Synthetic weights: slices of a random pool per dtype (see fillPool).
-  std::vector<uint8_t> poolBF16, poolF32;
-  if (options.dummyWeights) {
-    poolBF16 = randomPool("bf16", -1.0f / 64, 1.0f / 64, 0x5eed);
-    poolF32 = randomPool("f32", -1.0f / 64, 1.0f / 64, 0x5eed);
-  }
+  // Synthetic weights: slices of a random pool per dtype and role
+  // (dummyWeightPool).
+  std::map<std::string, std::vector<uint8_t>> pools;
 
   // Buffers: weights copied once, everything else zeroed.
   const std::vector<Buffer> &list = artifact.buffers();
@@ -213,7 +210,7 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
     m->buffers[i] = p;
     m->allocated += bytes;
     if (b.kind == Buffer::Kind::Weight && b.bytes && options.dummyWeights) {
-      if (!m->copyFromPool(p, b.bytes, b.dtype == "bf16" ? poolBF16 : poolF32,
+      if (!m->copyFromPool(p, b.bytes, *dummyWeightPool(b, pools),
                            i * kDummyStride, error))
         return nullptr;
     } else if (b.kind == Buffer::Kind::Weight && b.bytes)

@@ -17,7 +17,7 @@ using namespace msac::runtime;
 HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
     : art(artifact), opts(options) {
   const std::vector<Buffer> &buffers = art.buffers();
-  std::vector<uint8_t> pools[2]; // bf16, f32 (dummy weights)
+  std::map<std::string, std::vector<uint8_t>> pools; // dummy weights
   storage.resize(buffers.size());
   pointers.resize(buffers.size(), nullptr);
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -28,17 +28,17 @@ HostModel::HostModel(const Artifact &artifact, const HostModelOptions &options)
     }
     if (b.kind == Buffer::Kind::Weight) {
       // Synthetic weights, as the GPU executor makes them.
-      std::vector<uint8_t> &pool = pools[b.dtype == "bf16" ? 0 : 1];
-      if (pool.empty())
-        pool = randomPool(b.dtype, -1.0f / 64, 1.0f / 64, 0x5eed);
+      const std::vector<uint8_t> *pool = dummyWeightPool(b, pools);
       storage[i].resize(b.bytes);
       uint8_t *dst = storage[i].data();
-      copyFromPool(b.bytes, pool, i * kDummyStride,
+      pointers[i] = dst;
+      if (!pool)
+        continue; // zeros; step() reports the weight
+      copyFromPool(b.bytes, *pool, i * kDummyStride,
                    [&](uint64_t at, const uint8_t *src, uint64_t n) {
                      std::memcpy(dst + at, src, n);
                      return true;
                    });
-      pointers[i] = storage[i].data();
       continue;
     }
     storage[i].assign(Executor::bytes(b, opts), 0);
@@ -95,6 +95,8 @@ bool Executor::validate(const Artifact &art, const HostModelOptions &opts,
     error = strippedWeightsError(art);
     return false;
   }
+  if (opts.dummyWeights && !checkDummyWeights(art, error))
+    return false;
   const int64_t t = static_cast<int64_t>(in.tokenIds.size());
   const int64_t n = static_cast<int64_t>(in.logitsIndices.size());
   if (t == 0 || t > opts.maxTokens) {
@@ -223,13 +225,74 @@ const float *HostModel::run(const StepInput &in, std::vector<double> *launchMs,
   return static_cast<const float *>(pointers[art.outputs().front()]);
 }
 
+namespace {
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The dummyWeightPool role of weight `b`, or "" when none fits.
+std::string dummyRole(const Buffer &b) {
+  const bool scale = endsWith(b.name, "weight_scale");
+  if (b.dtype == "bf16")
+    return "bf16";
+  if (b.dtype == "f32")
+    return scale || endsWith(b.name, "weight_scale_2") ||
+                   endsWith(b.name, "weight_scale_inv")
+               ? "f32-scale"
+               : "f32";
+  if (b.dtype == "f8E4M3FN")
+    return scale ? "e4m3-scale" : "e4m3";
+  if (b.dtype == "ui8")
+    return scale ? "e8m0-scale" : "bytes";
+  return "";
+}
+
+/// 64 MiB of SplitMix64 bytes in [lo, lo + span).
+std::vector<uint8_t> bytePool(uint32_t lo, uint32_t span, uint64_t seed) {
+  std::vector<uint8_t> pool(uint64_t(64) << 20);
+  uint64_t state = seed;
+  for (uint8_t &byte : pool) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    byte = static_cast<uint8_t>(lo + (z >> 32) % span);
+  }
+  return pool;
+}
+} // namespace
+
+const std::vector<uint8_t> *
+Executor::dummyWeightPool(const Buffer &b,
+                          std::map<std::string, std::vector<uint8_t>> &pools) {
+  const std::string role = dummyRole(b);
+  if (role.empty())
+    return nullptr;
+  std::vector<uint8_t> &pool = pools[role];
+  if (!pool.empty())
+    return &pool;
+  if (role == "bf16" || role == "f32")
+    pool = randomPool(role, -1.0f / 64, 1.0f / 64, 0x5eed);
+  else if (role == "f32-scale")
+    pool = randomPool("f32", 1.0f / 128, 1.0f / 64, 0x5eed);
+  else if (role == "e4m3")
+    pool = randomPool("f8E4M3FN", -1.0f, 1.0f, 0x5eed);
+  else if (role == "e4m3-scale")
+    pool = randomPool("f8E4M3FN", 0.25f, 0.5f, 0x5eed);
+  else if (role == "e8m0-scale")
+    pool = bytePool(127 - 6, 2, 0x5eed); // 2^-6, 2^-5
+  else
+    pool = bytePool(0, 256, 0x5eed);
+  return &pool;
+}
+
 bool Executor::checkDummyWeights(const Artifact &artifact, std::string &error) {
   for (const Buffer &b : artifact.buffers())
-    if (b.kind == Buffer::Kind::Weight && b.dtype != "bf16" &&
-        b.dtype != "f32") {
-      error = "--dummy-weights synthesizes bf16 and f32 weights; weight '" +
-              b.name + "' is " + b.dtype +
-              " (benchmark a bf16 checkpoint, or run with the real weights)";
+    if (b.kind == Buffer::Kind::Weight && dummyRole(b).empty()) {
+      error = "--dummy-weights synthesizes bf16, f32, FP8 (E4M3), NVFP4 and "
+              "MX weights; weight '" +
+              b.name + "' is " + b.dtype + " (run with the real weights)";
       return false;
     }
   return true;

@@ -104,6 +104,14 @@ static cl::opt<bool> wideTiles(
              "step makes enough such tiles (default on; "
              "--wgmma-wide-tiles=false keeps one-warpgroup tiles)"),
     cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<bool> packedWeights(
+    "packed-weights",
+    cl::desc("Keep block-scaled projection and expert weights (NVFP4, MXFP8, "
+             "FP8) packed on the device: the linear and MoE kernels read "
+             "payload and scales and dequantize in registers, to the same "
+             "FP32 values (default on; --packed-weights=false dequantizes "
+             "them to FP32 copies at load)"),
+    cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> stripWeights(
     "strip-weights",
     cl::desc("Leave the weights out of the artifact (weights.bin is not "
@@ -554,7 +562,8 @@ int runCompile() {
     if (generic) {
       WithColor::note(errs(), "msac")
           << "the fused attention prologue has no GPU kernel for this "
-             "model's shapes; compiling it unfused (--fuse-attention-prologue "
+             "model's shapes or weight formats (bf16 weights, heads of 128 "
+             "channels); compiling it unfused (--fuse-attention-prologue "
              "fuses anyway)\n";
       module =
           importModel(context, *model->config, *model->weights, {*kv, *index});
@@ -565,7 +574,7 @@ int runCompile() {
   mlir::FailureOr<HostProgram> program = buildHostProgram(
       *module,
       std::vector<std::string>(genericGpuOps.begin(), genericGpuOps.end()),
-      wideTiles);
+      wideTiles, packedWeights);
   if (failed(program))
     return 1;
   if (emit == EmitStage::Kernels)

@@ -126,10 +126,16 @@ bool hasSpecificGpuKernel(mlir::Operation *op);
 /// With `wideTiles` the wgmma bodies of msa.linear, msa.logits and the
 /// fused attention prologue use two warpgroups per CTA (GpuKernels.cpp,
 /// WgmmaLayout.h: the wide tile; msac compile turns it on by default).
+/// With `packedWeights` a `bsq.dequantize` of a packed weight whose every
+/// user is the weight of an msa.linear or one of msa.moe_experts' expert
+/// stacks is not run at load: those kernels read the packed payload and
+/// scales in place and dequantize in registers, to the same FP32 values
+/// (KernelBuilder.h, PackedWeight); other dequantized weights still get
+/// an FP32 copy at load.
 mlir::FailureOr<HostProgram>
 buildHostProgram(mlir::ModuleOp module,
                  const std::vector<std::string> &genericGpuOps = {},
-                 bool wideTiles = false);
+                 bool wideTiles = false, bool packedWeights = false);
 
 /// Lowers a kernel module to the LLVM dialect (scf -> cf, arith, math,
 /// func -> llvm).

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -127,9 +128,22 @@ protected:
   /// Bytes of a non-weight buffer for these limits (a cache: pages x page
   /// size x bytes per token, block scales included).
   static uint64_t bytes(const Buffer &b, const HostModelOptions &o);
-  /// Checks that every weight of `artifact` is bf16 or f32 (what
-  /// dummyWeights can synthesize).
+  /// Checks that dummyWeightPool can synthesize every weight of
+  /// `artifact`; otherwise sets `error` naming the first other weight.
   static bool checkDummyWeights(const Artifact &artifact, std::string &error);
+  /// The pool of synthetic values for weight `b` (dummyWeights), by dtype
+  /// and role, made on first use in `pools` (keyed by the role):
+  ///   bf16, f32: uniform in [-1/64, 1/64);
+  ///   f32 scales (names ending in weight_scale, weight_scale_2,
+  ///     weight_scale_inv): uniform in [1/128, 1/64);
+  ///   f8E4M3FN values: uniform in [-1, 1); f8E4M3FN block scales (NVFP4,
+  ///     names ending in weight_scale): uniform in [0.25, 0.5);
+  ///   ui8 E8M0 scales (MX, names ending in weight_scale): 2^-6 or 2^-5;
+  ///   ui8 payloads (E2M1 code pairs): uniform random bytes.
+  /// Returns null for other weights (checkDummyWeights reports them).
+  static const std::vector<uint8_t> *
+  dummyWeightPool(const Buffer &b,
+                  std::map<std::string, std::vector<uint8_t>> &pools);
   /// True for the element types fillUniform writes: bf16, f32 and
   /// f8E4M3FN (FP8 caches).
   static bool canSynthesize(const std::string &dtype) {
