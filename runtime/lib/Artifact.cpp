@@ -8,6 +8,8 @@
 
 #include "msac/Checkpoint/Checksum.h"
 
+#include "JsonField.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -26,6 +28,8 @@
 
 using namespace msac::runtime;
 using json = nlohmann::json;
+using msac::runtime::detail::JsonField;
+using msac::runtime::detail::JsonFieldError;
 
 namespace {
 
@@ -138,13 +142,15 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     return nullptr;
   }
   try {
-    if (m.value("format", "") != "msac-artifact") {
-      error = manifestPath + ": not an msac artifact (format '" +
-              m.value("format", "") + "')";
+    // Every field is read through JsonField, whose errors name the field.
+    const JsonField root(m, "");
+    const std::string format = root.string("format", "");
+    if (format != "msac-artifact") {
+      error = manifestPath + ": not an msac artifact (format '" + format + "')";
       return nullptr;
     }
-    const json &version = m.at("format_version");
-    a->producer = m.value("producer", "");
+    const json &version = root.at("format_version").json();
+    a->producer = root.string("producer", "");
     // Compared as written (a huge number must not wrap into another one).
     if (!version.is_number_integer() ||
         version.get<int64_t>() != kArtifactFormatVersion) {
@@ -160,41 +166,42 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       return nullptr;
     }
     a->formatVersion = version.get<int>();
-    const json &model = m.at("model");
+    const JsonField model = root.at("model");
     ModelInfo &info = a->info;
-    info.modelType = model.value("model_type", "");
-    info.hiddenSize = model.at("hidden_size").get<int64_t>();
-    info.numLayers = model.at("num_layers").get<int64_t>();
-    info.numHeads = model.at("num_attention_heads").get<int64_t>();
-    info.numKVHeads = model.at("num_key_value_heads").get<int64_t>();
-    info.headDim = model.at("head_dim").get<int64_t>();
-    info.vocabSize = model.at("vocab_size").get<int64_t>();
-    info.maxPositions = model.value("max_position_embeddings", int64_t(0));
-    info.pageSize = model.at("page_size").get<int64_t>();
-    info.bosTokenId = model.value("bos_token_id", int64_t(-1));
-    info.eosTokenIds = model.value("eos_token_ids", std::vector<int64_t>{});
-    for (const json &layer : model.at("layers"))
-      info.layerAttention.push_back(layer.at("attention").get<std::string>());
+    info.modelType = model.string("model_type", "");
+    info.hiddenSize = model.at("hidden_size").integer();
+    info.numLayers = model.at("num_layers").integer();
+    info.numHeads = model.at("num_attention_heads").integer();
+    info.numKVHeads = model.at("num_key_value_heads").integer();
+    info.headDim = model.at("head_dim").integer();
+    info.vocabSize = model.at("vocab_size").integer();
+    info.maxPositions = model.integer("max_position_embeddings", 0);
+    info.pageSize = model.at("page_size").integer();
+    info.bosTokenId = model.integer("bos_token_id", -1);
+    if (model.has("eos_token_ids"))
+      info.eosTokenIds = model.at("eos_token_ids").integers();
+    for (const JsonField &layer : model.at("layers").elements())
+      info.layerAttention.push_back(layer.at("attention").string());
 
-    const json &targets = m.at("targets");
+    const std::vector<JsonField> targets = root.at("targets").elements();
     if (targets.empty())
       throw std::runtime_error("no targets");
-    a->target = targets[0].at("name").get<std::string>();
+    a->target = targets[0].at("name").string();
     std::string libPath;
-    for (const json &t : targets) {
+    for (const JsonField &t : targets) {
       Target target;
-      target.name = t.at("name").get<std::string>();
-      target.kernelsPath = dir + "/" + t.at("kernels_file").get<std::string>();
-      target.kernelsChecksum = t.value("kernels_fnv1a64", std::string());
-      if (t.contains("launch")) {
-        const json &launch = t.at("launch");
-        target.grid = launch.at("grid").get<int64_t>();
-        target.block = launch.at("block").get<int64_t>();
-        for (const json &k : launch.at("kernels")) {
-          const std::string name = k.at("name").get<std::string>();
-          KernelLaunchShape shape{k.at("grid").get<int64_t>(),
-                                  k.at("block").get<int64_t>(),
-                                  k.at("dynamic_shared_bytes").get<int64_t>()};
+      target.name = t.at("name").string();
+      target.kernelsPath = dir + "/" + t.at("kernels_file").string();
+      target.kernelsChecksum = t.string("kernels_fnv1a64", "");
+      if (t.has("launch")) {
+        const JsonField launch = t.at("launch");
+        target.grid = launch.at("grid").integer();
+        target.block = launch.at("block").integer();
+        for (const JsonField &k : launch.at("kernels").elements()) {
+          const std::string name = k.at("name").string();
+          KernelLaunchShape shape{k.at("grid").integer(),
+                                  k.at("block").integer(),
+                                  k.at("dynamic_shared_bytes").integer()};
           if (shape.grid < 1 || shape.grid > (int64_t(1) << 31) - 1 ||
               shape.block < 1 || shape.block > 1024 ||
               shape.dynamicSharedBytes < 0 ||
@@ -216,38 +223,43 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       a->targetList.push_back(target);
     }
 
-    for (const json &b : m.at("buffers")) {
+    for (const JsonField &b : root.at("buffers").elements()) {
       Buffer buffer;
-      const std::string kind = b.at("kind").get<std::string>();
+      const std::string kind = b.at("kind").string();
       buffer.kind = kind == "input"    ? Buffer::Kind::Input
                     : kind == "cache"  ? Buffer::Kind::Cache
                     : kind == "weight" ? Buffer::Kind::Weight
                                        : Buffer::Kind::Activation;
-      buffer.name = b.at("name").get<std::string>();
-      buffer.dtype = b.at("dtype").get<std::string>();
-      for (const json &e : b.at("shape"))
-        buffer.shape.push_back(e.is_string() ? Extent{0, e.get<std::string>()}
-                                             : Extent{e.get<int64_t>(), ""});
-      buffer.argument = b.value("argument", int64_t(-1));
-      buffer.heads = b.value("heads", int64_t(0));
-      buffer.pageSize = b.value("page_size", int64_t(0));
-      buffer.headDim = b.value("head_dim", int64_t(0));
+      buffer.name = b.at("name").string();
+      buffer.dtype = b.at("dtype").string();
+      for (const JsonField &e : b.at("shape").elements()) {
+        if (e.json().is_string())
+          buffer.shape.push_back(Extent{0, e.string()});
+        else if (e.json().is_number_integer())
+          buffer.shape.push_back(Extent{e.integer(), ""});
+        else
+          e.fail("an integer or a symbol");
+      }
+      buffer.argument = b.integer("argument", -1);
+      buffer.heads = b.integer("heads", 0);
+      buffer.pageSize = b.integer("page_size", 0);
+      buffer.headDim = b.integer("head_dim", 0);
       // Manifests before NVFP4 caches had no bytes_per_token (bf16 and
       // FP8 caches only).
       const int64_t plainBytes =
           buffer.dtype == "nvfp4"
               ? 0
               : buffer.heads * buffer.headDim * buffer.elementBytes();
-      buffer.bytesPerToken = b.value("bytes_per_token", plainBytes);
+      buffer.bytesPerToken = b.integer("bytes_per_token", plainBytes);
       if (buffer.kind == Buffer::Kind::Cache && buffer.bytesPerToken <= 0)
         throw std::runtime_error("cache '" + buffer.name +
                                  "' has no positive bytes_per_token");
-      buffer.offset = b.value("offset", uint64_t(0));
-      buffer.bytes = b.value("bytes", uint64_t(0));
+      buffer.offset = b.unsignedInteger("offset", 0);
+      buffer.bytes = b.unsignedInteger("bytes", 0);
       a->bufferList.push_back(buffer);
     }
-    for (const json &k : m.at("kernels"))
-      a->kernels.push_back(k.at("name").get<std::string>());
+    for (const JsonField &k : root.at("kernels").elements())
+      a->kernels.push_back(k.at("name").string());
     for (const Target &t : a->targetList)
       if (t.grid && t.kernelNames != a->kernels)
         throw std::runtime_error(
@@ -255,12 +267,12 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             std::to_string(t.kernelNames.size()) +
             " kernels, which are not the manifest's " +
             std::to_string(a->kernels.size()) + " kernels in order");
-    auto readSchedule = [&](const json &steps, std::vector<Step> &out) {
-      for (const json &s : steps) {
+    auto readSchedule = [&](const JsonField &steps, std::vector<Step> &out) {
+      for (const JsonField &s : steps.elements()) {
         Step step;
-        step.kernel = s.at("kernel").get<std::string>();
-        step.op = s.value("op", "");
-        step.buffers = s.at("buffers").get<std::vector<int64_t>>();
+        step.kernel = s.at("kernel").string();
+        step.op = s.string("op", "");
+        step.buffers = s.at("buffers").integers();
         for (int64_t id : step.buffers)
           if (id < 0 || id >= static_cast<int64_t>(a->bufferList.size()))
             throw std::runtime_error("step of kernel " + step.kernel +
@@ -269,11 +281,12 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
         out.push_back(step);
       }
     };
-    if (m.at("schedules").contains("init"))
-      readSchedule(m.at("schedules").at("init"), a->init);
-    readSchedule(m.at("schedules").at("prefill"), a->prefill);
-    readSchedule(m.at("schedules").at("decode"), a->decode);
-    a->outputList = m.at("outputs").get<std::vector<int64_t>>();
+    const JsonField schedules = root.at("schedules");
+    if (schedules.has("init"))
+      readSchedule(schedules.at("init"), a->init);
+    readSchedule(schedules.at("prefill"), a->prefill);
+    readSchedule(schedules.at("decode"), a->decode);
+    a->outputList = root.at("outputs").integers();
     // A hand-edited or corrupt manifest must not reach the kernels: the
     // buffers' element types are the ones msac writes, and the model's
     // vocabulary is the logits buffer's width (every step reads that many
@@ -315,13 +328,14 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
           "; the artifact is corrupt, recompile the model");
 
     // Weights.
+    const JsonField weightsField = root.at("weights");
     const std::string weightsPath =
-        dir + "/" + m.at("weights").at("file").get<std::string>();
-    a->stripped = m.at("weights").value("stripped", false);
+        dir + "/" + weightsField.at("file").string();
+    a->stripped = weightsField.boolean("stripped", false);
     int fd = -1;
     if (a->stripped) {
       // Only the description; offsets are checked against the stated size.
-      a->weightsSize = m.at("weights").at("bytes").get<uint64_t>();
+      a->weightsSize = weightsField.at("bytes").unsignedInteger();
       for (const Buffer &b : a->bufferList)
         if (b.kind == Buffer::Kind::Weight &&
             b.offset + b.bytes > a->weightsSize) {
@@ -340,7 +354,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       struct stat st;
       ::fstat(fd, &st);
       a->weightsSize = static_cast<uint64_t>(st.st_size);
-      uint64_t expected = m.at("weights").at("bytes").get<uint64_t>();
+      uint64_t expected = weightsField.at("bytes").unsignedInteger();
       if (a->weightsSize < expected) {
         ::close(fd);
         error = weightsPath + ": " + std::to_string(a->weightsSize) +
@@ -409,6 +423,10 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
           return nullptr;
         }
       }
+  } catch (const JsonFieldError &e) {
+    error = manifestPath + ": malformed manifest: " + e.what() +
+            "; the artifact is corrupt, recompile the model";
+    return nullptr;
   } catch (const std::exception &e) {
     error = manifestPath + ": malformed manifest: " + e.what();
     return nullptr;

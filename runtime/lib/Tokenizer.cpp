@@ -6,6 +6,8 @@
 
 #include "msac/Runtime/Tokenizer.h"
 
+#include "JsonField.h"
+
 #include <nlohmann/json.hpp>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -19,6 +21,7 @@
 
 using namespace msac::runtime;
 using json = nlohmann::json;
+using msac::runtime::detail::JsonField;
 
 namespace {
 
@@ -89,49 +92,65 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
       t->byteToSymbol[b] = codepointToUtf8(printable ? b : next++);
       t->symbolToByte[t->byteToSymbol[b]] = static_cast<uint8_t>(b);
     }
-    const json &model = j.at("model");
-    if (model.value("type", "") != "BPE") {
-      error = path + ": model.type '" + model.value("type", "") +
+    // Fields are read through JsonField, whose errors name the field.
+    const JsonField root(j, "");
+    const JsonField model = root.at("model");
+    const std::string modelType = model.string("type", "");
+    if (modelType != "BPE") {
+      error = path + ": model.type '" + modelType +
               "' is not supported; msac-run reads BPE tokenizers";
       return nullptr;
     }
-    for (auto it = model.at("vocab").begin(); it != model.at("vocab").end();
-         ++it) {
-      int32_t id = it.value().get<int32_t>();
+    const JsonField vocab = model.at("vocab");
+    if (!vocab.json().is_object())
+      vocab.fail("an object (token -> id)");
+    for (auto it = vocab.json().begin(); it != vocab.json().end(); ++it) {
+      const json &value = it.value();
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+          value.get<int64_t>() > INT32_MAX)
+        JsonField(value, "model.vocab[" + json(it.key()).dump() + "]")
+            .fail("a token id in [0, 2^31)");
+      int32_t id = value.get<int32_t>();
       t->vocab[it.key()] = id;
       t->idToToken[id] = it.key();
     }
     int32_t rank = 0;
-    for (const json &m : model.at("merges")) {
+    for (const JsonField &m : model.at("merges").elements()) {
       std::string a, b;
-      if (m.is_string()) {
-        std::string s = m.get<std::string>();
+      if (m.json().is_string()) {
+        std::string s = m.string();
         size_t sp = s.find(' ');
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
       } else {
-        a = m.at(0).get<std::string>();
-        b = m.at(1).get<std::string>();
+        std::vector<JsonField> pair = m.elements();
+        if (pair.size() != 2)
+          m.fail("a pair of strings");
+        a = pair[0].string();
+        b = pair[1].string();
       }
       t->mergeRank.emplace(a + '\x01' + b, rank++);
     }
-    if (j.contains("added_tokens"))
-      for (const json &a : j.at("added_tokens")) {
-        int32_t id = a.at("id").get<int32_t>();
-        std::string content = a.at("content").get<std::string>();
+    if (root.has("added_tokens"))
+      for (const JsonField &a : root.at("added_tokens").elements()) {
+        const int64_t id64 = a.at("id").integer();
+        if (id64 < 0 || id64 > INT32_MAX)
+          a.at("id").fail("a token id in [0, 2^31)");
+        const int32_t id = static_cast<int32_t>(id64);
+        std::string content = a.at("content").string();
         t->added.push_back({content, id});
         t->idToToken[id] = content;
-        if (a.value("special", false))
+        if (a.boolean("special", false))
           t->special[id] = content;
       }
     std::sort(t->added.begin(), t->added.end(),
               [](auto &x, auto &y) { return x.first.size() > y.first.size(); });
 
-    const json normalizer = j.value("normalizer", json());
-    if (!normalizer.is_null()) {
-      if (normalizer.value("type", "") != "NFC") {
-        error = path + ": normalizer '" + normalizer.value("type", "") +
-                "' is not supported (null or NFC)";
+    if (root.has("normalizer")) {
+      const std::string type = root.at("normalizer").string("type", "");
+      if (type != "NFC") {
+        error =
+            path + ": normalizer '" + type + "' is not supported (null or NFC)";
         return nullptr;
       }
       t->nfc = true;
@@ -153,23 +172,22 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
       t->regexes.push_back(re);
       return true;
     };
-    std::vector<json> pre;
-    const json p = j.value("pre_tokenizer", json());
-    if (!p.is_null()) {
-      if (p.value("type", "") == "Sequence")
-        for (const json &x : p.at("pretokenizers"))
-          pre.push_back(x);
+    std::vector<JsonField> pre;
+    if (root.has("pre_tokenizer")) {
+      const JsonField p = root.at("pre_tokenizer");
+      if (p.string("type", "") == "Sequence")
+        pre = p.at("pretokenizers").elements();
       else
         pre.push_back(p);
     }
-    for (const json &x : pre) {
-      std::string type = x.value("type", "");
+    for (const JsonField &x : pre) {
+      std::string type = x.string("type", "");
       if (type == "Split") {
-        if (!addRegex(x.at("pattern").at("Regex").get<std::string>()))
+        if (!addRegex(x.at("pattern").at("Regex").string()))
           return nullptr;
       } else if (type == "ByteLevel") {
         t->byteLevel = true;
-        if (x.value("use_regex", true) &&
+        if (x.boolean("use_regex", true) &&
             !addRegex("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| "
                       "?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"))
           return nullptr;

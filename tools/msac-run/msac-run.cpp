@@ -913,6 +913,19 @@ int main(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
+    // Only the bench commands take --batch: CLI11 would call it an
+    // unexpected argument.
+    if (dynamic_cast<const CLI::ExtrasError *>(&e) && (*gen || *inspectCmd))
+      for (int i = 1; i < argc; ++i)
+        if (std::string arg = argv[i];
+            arg == "--batch" || arg.rfind("--batch=", 0) == 0) {
+          std::cerr << "msac-run: error: --batch is an option of `msac-run "
+                       "bench` and `msac-run bench-decode`, not of `msac-run "
+                    << (*gen ? "generate`, which runs one prompt" : "inspect`")
+                    << "; to measure a batch, run `msac-run bench ARTIFACT "
+                       "--batch N`\nRun with --help for more information.\n";
+          return 2;
+        }
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }

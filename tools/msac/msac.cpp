@@ -752,6 +752,13 @@ int runPlan() {
   ckpt::MemoryPlan plan =
       ckpt::planMemory(*config, weights ? &*weights : nullptr, *kv, *index,
                        length, *budget, recipe);
+  // As vLLM refuses to start when no KV-cache block fits: a plan of zero
+  // sequences is an error, not a report.
+  if (std::string problem = ckpt::checkCacheBudget(plan, memory.getValue());
+      !problem.empty()) {
+    WithColor::error(errs(), "msac") << problem << "\n";
+    return 1;
+  }
   std::ostringstream os;
   if (planJson)
     os << ckpt::memoryPlanJson(plan) << "\n";

@@ -257,6 +257,33 @@ MemoryPlan msac::ckpt::planMemory(const ModelConfig &config,
   return plan;
 }
 
+std::string msac::ckpt::checkCacheBudget(const MemoryPlan &plan,
+                                         const std::string &budgetText) {
+  if (!plan.cacheMemory || !plan.bytesPerSequence || plan.sequencesThatFit > 0)
+    return "";
+  auto bytes = [](uint64_t n) {
+    return std::to_string(n) + " B (" + humanBytes(n) + ")";
+  };
+  const uint64_t bytesPerPage =
+      static_cast<uint64_t>(plan.pageSize) * plan.cacheBytesPerToken;
+  const int64_t pagesThatFit =
+      static_cast<int64_t>(plan.cacheMemory / bytesPerPage);
+  std::string message =
+      "--memory " + budgetText + " = " + bytes(plan.cacheMemory) +
+      " does not hold the KV cache of one sequence of " +
+      std::to_string(plan.maxSeqLen) + " tokens, which needs " +
+      bytes(plan.bytesPerSequence) + ": it is " +
+      bytes(plan.bytesPerSequence - plan.cacheMemory) +
+      " short, so no sequence fits; raise --memory to at least " +
+      humanBytes(plan.bytesPerSequence);
+  if (pagesThatFit > 0)
+    return message + " or lower --max-seq-len to at most " +
+           std::to_string(pagesThatFit * plan.pageSize) + " tokens";
+  return message + " (it does not hold even one " +
+         std::to_string(plan.pageSize) + "-token page of " +
+         bytes(bytesPerPage) + ")";
+}
+
 void msac::ckpt::printMemoryPlan(const MemoryPlan &plan, std::ostream &os) {
   os << "Weights ("
      << (plan.fromCheckpoint ? "stored in the checkpoint"

@@ -154,16 +154,19 @@ private:
     diags.error(ckpt.directory(), quoted(name),
                 "is missing; the config implies " + what);
   }
+  /// Checks the shape of `entry`. Mismatches are collected and reported
+  /// together by reportShapeMismatches, which can then name their common
+  /// cause.
   bool expectShape(const Checkpoint::Entry *entry, const std::string &name,
                    const std::vector<int64_t> &expected, const char *what) {
     if (entry->info->shape == expected)
       return true;
-    diags.error(fileOf(entry), quoted(name),
-                std::string(what) + " has shape " +
-                    shapeString(entry->info->shape) + " but the config implies " +
-                    shapeString(expected));
+    mismatches.push_back(
+        {fileOf(entry), name, what, entry->info->shape, expected});
     return false;
   }
+  std::string shapeMismatchCause(std::string &field) const;
+  void reportShapeMismatches();
   void requireMethod(QuantMethod method, const std::string &name,
                      const char *format) {
     if (config.quantization.method == method)
@@ -185,7 +188,149 @@ private:
   Diagnostics &diags;
   ModelWeights weights;
   std::set<std::string> used;
+
+  struct ShapeMismatch {
+    std::string file;
+    std::string name;
+    const char *what;
+    std::vector<int64_t> actual;
+    std::vector<int64_t> expected;
+  };
+  std::vector<ShapeMismatch> mismatches;
 };
+
+/// The size of a tensor dimension that config.json defines: `name` is how
+/// messages call it, `field` the config field it is read from and `fields`
+/// every field it depends on.
+struct ConfigDimension {
+  std::string name;
+  int64_t value;
+  std::string field;
+  std::string fields;
+};
+
+/// When every shape mismatch is explained by one config dimension (say,
+/// hidden_size edited in config.json: each mismatched tensor has the
+/// checkpoint's size where the config implies the edited one, or, in a
+/// packed FP4 payload or a block scale, that size over the packing or block
+/// factor), returns the message naming it and sets `field` to its config
+/// field; else "".
+std::string Resolver::shapeMismatchCause(std::string &field) const {
+  if (mismatches.size() < 2)
+    return "";
+  // Every differing dimension, as (config size, checkpoint size).
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  for (const ShapeMismatch &m : mismatches) {
+    if (m.actual.size() != m.expected.size())
+      return "";
+    for (size_t i = 0; i < m.actual.size(); ++i)
+      if (m.actual[i] != m.expected[i])
+        pairs.insert({m.expected[i], m.actual[i]});
+  }
+  const ModelConfig &c = config;
+  const std::string text = c.multimodalWrapper ? "text_config." : "";
+  const std::string sparse = text + "sparse_attention_config.";
+  auto one = [](std::string name, int64_t value, std::string field) {
+    return ConfigDimension{name, value, field, field};
+  };
+  auto product = [](std::string name, int64_t value, std::string first,
+                    std::string second) {
+    return ConfigDimension{name, value, first, first + " and " + second};
+  };
+  std::vector<ConfigDimension> dims = {
+      one("hidden_size", c.hiddenSize, text + "hidden_size"),
+      one("vocab_size", c.vocabSize, text + "vocab_size"),
+      one("head_dim", c.headDim, text + "head_dim"),
+      product("num_attention_heads x head_dim", c.numHeads * c.headDim,
+              text + "num_attention_heads", text + "head_dim"),
+      product("num_key_value_heads x head_dim", c.numKVHeads * c.headDim,
+              text + "num_key_value_heads", text + "head_dim"),
+      one("intermediate_size", c.moeIntermediateSize,
+          text + "intermediate_size"),
+      one("dense_intermediate_size", c.denseIntermediateSize,
+          text + "dense_intermediate_size"),
+      one("shared_intermediate_size", c.sharedIntermediateSize,
+          text + "shared_intermediate_size"),
+      one("num_local_experts", c.numExperts, text + "num_local_experts"),
+      one("sparse_index_dim", c.sparse.indexDim, sparse + "sparse_index_dim"),
+      product("sparse_num_index_heads x sparse_index_dim",
+              c.sparse.indexHeads * c.sparse.indexDim,
+              sparse + "sparse_num_index_heads", sparse + "sparse_index_dim")};
+  // Whether (configSize, ckptSize) explains every differing dimension.
+  auto explainsAll = [&](int64_t configSize, int64_t ckptSize) {
+    for (const ShapeMismatch &m : mismatches) {
+      const std::string what = m.what;
+      const bool packed = what.find("payload") != std::string::npos ||
+                          what.find("scale") != std::string::npos;
+      for (size_t i = 0; i < m.actual.size(); ++i) {
+        const int64_t e = m.expected[i], a = m.actual[i];
+        if (e == a || (e == configSize && a == ckptSize))
+          continue;
+        // E2M1 pairs per byte; NVFP4 and MX scale blocks.
+        bool fraction = false;
+        for (int64_t factor : {2, 16, 32})
+          fraction |=
+              packed && e * factor == configSize && a * factor == ckptSize;
+        if (!fraction)
+          return false;
+      }
+    }
+    return true;
+  };
+  for (auto it = pairs.rbegin(); it != pairs.rend(); ++it) {
+    const auto [configSize, ckptSize] = *it;
+    if (!explainsAll(configSize, ckptSize))
+      continue;
+    std::vector<const ConfigDimension *> matching;
+    for (const ConfigDimension &d : dims)
+      if (d.value > 0 && d.value == configSize)
+        matching.push_back(&d);
+    if (matching.empty())
+      return "";
+    std::string names, fields;
+    for (size_t i = 0; i < matching.size(); ++i) {
+      names += (i ? " or " : "") + matching[i]->name;
+      fields += (i ? " or " : "") + matching[i]->fields;
+    }
+    field = matching.front()->field;
+    return "every one of the " + std::to_string(mismatches.size()) +
+           " tensors whose shape contradicts the config disagrees in the "
+           "dimension " +
+           names + " = " + std::to_string(configSize) +
+           " from config.json, where the checkpoint's tensors say " +
+           std::to_string(ckptSize) + "; check " + fields +
+           " in config.json (or that config.json belongs to this "
+           "checkpoint)";
+  }
+  return "";
+}
+
+void Resolver::reportShapeMismatches() {
+  if (mismatches.empty())
+    return;
+  auto describe = [](const ShapeMismatch &m) {
+    return std::string(m.what) + " has shape " + shapeString(m.actual) +
+           " but the config implies " + shapeString(m.expected);
+  };
+  std::string field;
+  const std::string cause = shapeMismatchCause(field);
+  // One likely cause: one error, a few examples; otherwise each mismatch
+  // is its own problem, the list capped.
+  const size_t listed = cause.empty() ? 10 : 3;
+  if (!cause.empty())
+    diags.error(ckpt.directory() + "/config.json", field, cause);
+  for (size_t i = 0; i < mismatches.size() && i < listed; ++i) {
+    const ShapeMismatch &m = mismatches[i];
+    if (cause.empty())
+      diags.error(m.file, quoted(m.name), describe(m));
+    else
+      diags.note(m.file, quoted(m.name), describe(m));
+  }
+  if (mismatches.size() > listed)
+    diags.note(ckpt.directory(), "",
+               "and " + std::to_string(mismatches.size() - listed) +
+                   " more tensors whose shape contradicts the config");
+}
 
 void Resolver::checkE8M0Bytes(const Checkpoint::Entry *entry,
                               const std::string &name) {
@@ -362,8 +507,12 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
     out.format = WeightFormat::FP8Tensor;
     return expectShape(weight, weightName, {n, k}, "FP8 weight");
   }
-  if (scaleShape.size() == 2 && k % 32 == 0 && scaleShape[1] == k / 32 &&
-      byteScale) {
+  // An FP8 payload with byte scales is MXFP8 whatever its shape (a shape
+  // that contradicts the config is reported as such); a 4-bit one is MX
+  // when its scales have one byte per 32 values.
+  const bool fp8Payload = dtype == DType::F8_E4M3 || dtype == DType::F8_E5M2;
+  if (scaleShape.size() == 2 && byteScale &&
+      (fp8Payload || (k % 32 == 0 && scaleShape[1] == k / 32))) {
     // MX: E8M0 scale per 32 values, copied as bytes.
     if (!fourBit && dtype != DType::F8_E4M3 && dtype != DType::F8_E5M2) {
       diags.error(fileOf(weight), quoted(weightName),
@@ -513,6 +662,8 @@ std::optional<ModelWeights> Resolver::run() {
     if (ok)
       weights.byName[spec.name] = resolved;
   }
+
+  reportShapeMismatches();
 
   // The experts of one layer become one stacked operand: they must agree.
   for (int64_t l = 0; l < config.numLayers; ++l) {

@@ -93,6 +93,13 @@ MemoryPlan planMemory(const ModelConfig &config, const ModelWeights *weights,
                       int64_t maxSeqLen, uint64_t cacheMemory,
                       std::optional<WeightRecipe> recipe = std::nullopt);
 
+/// "" when `plan` has no cache budget (cacheMemory 0) or the budget holds
+/// the caches of at least one sequence of maxSeqLen tokens; else the
+/// problem, naming `budgetText` (the --memory value as given), the bytes
+/// missing and the longest sequence that the budget holds.
+std::string checkCacheBudget(const MemoryPlan &plan,
+                             const std::string &budgetText);
+
 /// Human-readable report.
 void printMemoryPlan(const MemoryPlan &plan, std::ostream &os);
 /// The same as one JSON object.
