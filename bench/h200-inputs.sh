@@ -30,7 +30,7 @@ UNFUSED=--fuse-attention-prologue=false
 FUSED=--fuse-attention-prologue
 mkdir -p "$DIR"
 cd "$DIR"
-rm -rf tiny nv m3 m3q h128 h128q-*.msa m3q.msa m3qd.msa tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa \
+rm -rf tiny nv m3 h128 tiny.msa nv.msa m3.msa m3f.msa h128.msa h128f.msa h128s.msa \
   tiny-fp8.msa tiny-nvfp4.msa h128-fp8.msa h128-nvfp4.msa m3-fp8.msa m3-nvfp4.msa m3n.msa m3fn.msa \
   tinyf-fp8.msa tinyf-nvfp4.msa h128f-fp8.msa h128f-nvfp4.msa m3f-fp8.msa m3f-nvfp4.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
@@ -72,24 +72,6 @@ done
   $UNFUSED --wgmma-wide-tiles=false
 "$BIN/msac" compile m3 -o m3fn.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
   $FUSED --wgmma-wide-tiles=false
-# Block-scaled weights (h200-checks.sh part packed): the head-128 model
-# quantized with each --quantize-weights recipe, read in place (-p, the
-# default --packed-weights) and dequantized to FP32 at load (-d); the
-# real-shape M3 layers with NVFP4 routed experts and MXFP8 elsewhere
-# (M3.1-Flash's layout), weight-stripped, both ways (m3q.msa, m3qd.msa).
-for r in nvfp4-experts mxfp8 fp8 fp8-tensor; do
-  "$BIN/msac" compile h128 -o h128q-$r-p.msa --target host,sm_90a --cuda-toolkit "$CUDA" \
-    --quantize-weights $r
-  "$BIN/msac" compile h128 -o h128q-$r-d.msa --target host,sm_90a --cuda-toolkit "$CUDA" \
-    --quantize-weights $r --packed-weights=false
-done
-rm -rf m3q
-"$BIN/msac-synth" --config "$ROOT/models/minimax-m3/config.json" \
-  --layers 2 --weights zero --format nvfp4 m3q
-"$BIN/msac" compile m3q -o m3q.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
-"$BIN/msac" compile m3q -o m3qd.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
-  --packed-weights=false
-rm -rf m3q
 # The FP8 / NVFP4 conversion kernels of the unit tests for the GPU
 # (h200-checks.sh part conformance).
 rm -rf conformance
@@ -112,8 +94,5 @@ json.dump(m, open(sys.argv[1], "w"), indent=1)' "$a/manifest.json" "../$owner/we
 }
 share_weights tiny.msa tiny-fp8.msa tiny-nvfp4.msa tinyf-fp8.msa tinyf-nvfp4.msa
 share_weights h128.msa h128f.msa h128-fp8.msa h128-nvfp4.msa h128f-fp8.msa h128f-nvfp4.msa
-for r in nvfp4-experts mxfp8 fp8 fp8-tensor; do
-  share_weights h128q-$r-p.msa h128q-$r-d.msa
-done
 rm -rf m3
 du -sh .

@@ -459,6 +459,129 @@ public:
     }
     return out;
   }
+  /// True when a packed weight's values without their tail factor
+  /// (packedTail) are bf16 numbers, so that tensor cores can take them
+  /// (decodeWeightBF16): E2M1 codes with an E4M3 (NVFP4) or E8M0 (MXFP4)
+  /// block scale (at most 5 significant bits), E4M3 with an E8M0 block
+  /// scale (MXFP8) or a per-tensor FP32 scale (FP8), the products exact
+  /// unless an E8M0 scale leaves bf16's range (below 2^-125 or above
+  /// 2^118). Block FP8's FP32 tile scales are not.
+  static bool packedMmaFormat(const PackedWeight &p) {
+    Type storage = p.format.getStorageType();
+    if (p.fourBit())
+      return isa<bsq::NVFP4Type, bsq::MXType>(p.format);
+    return isa<Float8E4M3FNType>(storage) &&
+           (isa<bsq::MXType>(p.format) ||
+            (isa<bsq::FP8Type>(p.format) && p.format.getBlockShape().empty()));
+  }
+  /// The factor a packedMmaFormat weight's dot products take at the end:
+  /// NVFP4's global scale, FP8's per-tensor (or per-matrix) scale, else a
+  /// null value. `index`: the flat index of any element of the row.
+  Value packedTail(const WeightRef &w, Value index) {
+    const PackedWeight &p = *w.packed;
+    if (isa<bsq::FP8Type>(p.format))
+      return k.loadF(w.scales, packedScaleIndex(k, p, index), k.f32);
+    return packedGlobal(k, w, index);
+  }
+  /// loadWeightRaw's 8 elements of a packedMmaFormat weight as 4 words of
+  /// bf16 pairs (elements 2i, 2i + 1 in word i, the first in the low
+  /// half): storage * block scale, exact. E2M1 magnitudes look up the high
+  /// and low bytes of their bf16 values by `prmt` (0, 0.5, 1, 1.5, 2, 3, 4,
+  /// 6: 00 3F 3F 3F 40 40 40 40 and 00 00 80 C0 00 40 80 C0), the sign is
+  /// ORed in; E4M3 pairs convert by `cvt.rn.f16x2.e4m3x2` and widen
+  /// exactly; the block scale multiplies both halves (`mul.rn.bf16x2`).
+  SmallVector<Value> decodeWeightBF16(const WeightRef &w,
+                                      const WeightRaw &raw) {
+    const PackedWeight &p = *w.packed;
+    auto bf16x2 = VectorType::get({2}, k.b.getBF16Type());
+    auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+    auto f32x2 = VectorType::get({2}, k.f32);
+    auto i8x2 = VectorType::get({2}, k.b.getI8Type());
+    auto andC = [&](Value x, uint32_t m) {
+      return arith::AndIOp::create(k.b, k.loc, x, ci32(m)).getResult();
+    };
+    auto shl = [&](Value x, int64_t n) {
+      return arith::ShLIOp::create(k.b, k.loc, x, ci32(n)).getResult();
+    };
+    auto shr = [&](Value x, int64_t n) {
+      return arith::ShRUIOp::create(k.b, k.loc, x, ci32(n)).getResult();
+    };
+    auto orI = [&](Value a, Value b) {
+      return arith::OrIOp::create(k.b, k.loc, a, b).getResult();
+    };
+    // The block scale as bf16 bits in both halves (FP8: none).
+    Value scale2;
+    if (!isa<bsq::FP8Type>(p.format)) {
+      Value bits;
+      if (isa<bsq::NVFP4Type>(p.format)) { // E4M3 -> f16 -> FP32 -> bf16
+        Value h = NVVM::ConvertF8x2ToF16x2Op::create(
+            k.b, k.loc, f16x2,
+            LLVM::BitcastOp::create(
+                k.b, k.loc, i8x2,
+                arith::TruncIOp::create(k.b, k.loc, k.i16, raw.scale)),
+            /*relu=*/false, Float8E4M3FNType::get(k.b.getContext()));
+        Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
+        Value f0 = LLVM::ExtractElementOp::create(k.b, k.loc, f, ci32(0));
+        bits = shr(arith::BitcastOp::create(k.b, k.loc, k.i32, f0), 16);
+      } else { // E8M0: 2^(byte - 127); byte 0 is 2^-127, 255 NaN
+        bits = shl(raw.scale, 7);
+        bits = k.select(eqI32(raw.scale, 0), ci32(0x0040), bits);
+        bits = k.select(eqI32(raw.scale, 255), ci32(0x7FC0), bits);
+      }
+      scale2 = orI(bits, shl(bits, 16));
+    }
+    auto scaled = [&](Value word) -> Value {
+      if (!scale2)
+        return word;
+      Value a = LLVM::BitcastOp::create(k.b, k.loc, bf16x2, word);
+      Value b = LLVM::BitcastOp::create(k.b, k.loc, bf16x2, scale2);
+      return LLVM::BitcastOp::create(k.b, k.loc, k.i32,
+                                     arith::MulFOp::create(k.b, k.loc, a, b));
+    };
+    SmallVector<Value> out;
+    if (p.fourBit()) {
+      Value word = raw.words[0];
+      Value hiLo = ci32(0x3F3F3F00), hiHi = ci32(0x40404040);
+      Value loLo = ci32(static_cast<int32_t>(0xC0800000u)),
+            loHi = ci32(static_cast<int32_t>(0xC0804000u));
+      for (int64_t half = 0; half < 2; ++half) {
+        Value codes = half ? shr(word, 16) : word; // codes 4 half + 0..3
+        Value sel = andC(codes, 0x7777);
+        Value hi = prmt(hiLo, hiHi, sel), lo = prmt(loLo, loHi, sel);
+        Value w01 = prmt(lo, hi, ci32(0x5140)),
+              w23 = prmt(lo, hi, ci32(0x7362));
+        // Signs: code bits 3, 7, 11, 15 to bits 15, 31 of the two words.
+        Value s01 = orI(andC(shl(codes, 12), 0x8000),
+                        andC(shl(codes, 24), 0x80000000u));
+        Value s23 =
+            orI(andC(shl(codes, 4), 0x8000), andC(shl(codes, 16), 0x80000000u));
+        out.push_back(scaled(orI(w01, s01)));
+        out.push_back(scaled(orI(w23, s23)));
+      }
+      return out;
+    }
+    // E4M3 pairs: cvt.rn.f16x2.e4m3x2 (exact, NaN stays NaN), widened to
+    // FP32 and narrowed to bf16 (exact: 4 significant bits). On the H200
+    // this ran faster than building the bf16 bits with integer operations
+    // (docs/perf.md, seventh session).
+    for (int64_t l = 0; l < 2; ++l) {
+      Value word =
+          LLVM::ExtractElementOp::create(k.b, k.loc, raw.words[0], ci32(l));
+      for (int64_t pair = 0; pair < 2; ++pair) {
+        Value bits = pair ? shr(word, 16) : word;
+        Value h = NVVM::ConvertF8x2ToF16x2Op::create(
+            k.b, k.loc, f16x2,
+            LLVM::BitcastOp::create(
+                k.b, k.loc, i8x2,
+                arith::TruncIOp::create(k.b, k.loc, k.i16, bits)),
+            /*relu=*/false, Float8E4M3FNType::get(k.b.getContext()));
+        Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
+        Value b = arith::TruncFOp::create(k.b, k.loc, bf16x2, f);
+        out.push_back(scaled(LLVM::BitcastOp::create(k.b, k.loc, k.i32, b)));
+      }
+    }
+    return out;
+  }
   SmallVector<Value> loadWeight8(const WeightRef &w, Value index) {
     return decodeWeight8(w, loadWeightRaw(w, index));
   }
@@ -2304,6 +2427,11 @@ struct RowsDotArgs {
   WeightRef wPacked;
 };
 
+bool ctaRowDotsFit(GK &g, int64_t n);
+SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
+                                              bool xF32, ArrayRef<WeightRef> ws,
+                                              ArrayRef<Value> row0s, int64_t n);
+
 /// Fewest output features for which rowsDot takes mma.sync tiles.
 constexpr int64_t kMmaMinFeatures = 4096;
 
@@ -2405,13 +2533,18 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   // and 3 those of its second; A and B use the same channel assignment, so
   // the products are unchanged. Rows past R read row R - 1 and are not
   // stored (a row of A only reaches its own row of the result).
+  // Packed weights (GK::packedMmaFormat) enter as bf16 values, their
+  // tail factor multiplies the sums.
   auto emitMma = [&] {
     const int64_t groups = nOut / 8, chunks = inner / 32;
     // Up to 4 chunks' loads per lane per step: on the H200 (docs/perf.md,
     // sixth session) 4 ran 2-6 % faster than 8 at 8 and 16 rows and the
     // same at 32 and 64 (8 holds more registers in the kernels capped at
-    // 128); the sums run in the same order either way.
-    const int64_t u = unrollOf(chunks);
+    // 128); the sums run in the same order either way. Packed weights
+    // (4 or 8 bytes per chunk) take up to 64 bytes per lane.
+    const bool packed = args.wPacked.packed;
+    const int64_t u =
+        packed ? GK::weightUnroll(args.wPacked, chunks) : unrollOf(chunks);
     Value tiles = k.idiv(k.iadd(R, k.c(15)), k.c(16));
     g.warpLoop(k.imul(tiles, k.c(groups)), [&](Value item) {
       // Row tiles fastest: the warps reading the same weight rows run
@@ -2429,6 +2562,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       Value xa = xWord(rowA), xb = xWord(rowB);
       std::pair<Value, Value> wAt = args.wRow(k.iadd(k.imul(jg, k.c(8)), r));
       Value w = wAt.first;
+      WeightRef wr = weightRef(w);
       Value wWord = k.idiv(wAt.second, k.c(2));
       Value lane0 = k.imul(quad, k.c(4)); // word of the lane in a chunk
       SmallVector<Value> init(4, k.cf(0));
@@ -2436,23 +2570,40 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
           k.c(0), k.c(chunks / u), init,
           [&](Value it, ValueRange a) -> SmallVector<Value> {
             SmallVector<SmallVector<Value>> wq, ua, ub;
+            SmallVector<GK::WeightRaw> raw;
             for (int64_t step = 0; step < u; ++step) {
               Value at =
                   k.iadd(k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(16)),
                          lane0);
-              wq.push_back(g.loadWords(w, k.iadd(wWord, at), 4, true));
+              if (packed)
+                raw.push_back(g.loadWeightRaw(
+                    wr, k.iadd(wAt.second, k.imul(at, k.c(2)))));
+              else
+                wq.push_back(g.loadWords(w, k.iadd(wWord, at), 4, true));
               ua.push_back(g.loadWords(x, k.iadd(xa, at), 4, true));
               ub.push_back(g.loadWords(x, k.iadd(xb, at), 4, true));
             }
             SmallVector<Value> next(a.begin(), a.end());
-            for (int64_t step = 0; step < u; ++step)
+            for (int64_t step = 0; step < u; ++step) {
+              if (packed)
+                wq.push_back(g.decodeWeightBF16(wr, raw[step]));
               for (int64_t half = 0; half < 2; ++half)
                 next =
                     g.mma({ua[step][2 * half], ub[step][2 * half],
                            ua[step][2 * half + 1], ub[step][2 * half + 1]},
                           {wq[step][2 * half], wq[step][2 * half + 1]}, next);
+            }
             return next;
           });
+      if (packed) {
+        // The tail factor of the lane's output features (rows of the same
+        // matrix: row jg * 8 + 2 quad).
+        std::pair<Value, Value> tAt =
+            args.wRow(k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2))));
+        if (Value tail = g.packedTail(weightRef(tAt.first), tAt.second))
+          for (Value &v : c)
+            v = k.mul(v, tail);
+      }
       Value col = k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2)));
       for (int64_t h = 0; h < 2; ++h) {
         Value row = h ? rowB : rowA;
@@ -2467,12 +2618,44 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   // One warp per 8 features leaves too few warps for narrow outputs (the
   // K and V projections, 512 features: 64 warps): those keep kRowTile rows
   // per warp and feature.
-  const bool mma = xe.isBF16() && we.isBF16() && !args.wPacked.packed &&
+  // One row of x and packed weights: a CTA per 8 features, the channels
+  // split over its warps (ctaRowDots8).
+  auto emitCtaMma = [&] {
+    Value xOff = k.imul(logits ? k.loadIndex(idx, k.c(0)) : k.c(0), k.c(inner));
+    g.ctaLoop(k.c(nOut / 8), [&](Value group) {
+      Value j0 = k.imul(group, k.c(8));
+      std::pair<Value, Value> wAt = args.wRow(j0);
+      std::array<Value, 2> d = ctaRowDots8(
+          g, x, xOff, false, {weightRef(wAt.first)}, {wAt.second}, inner)[0];
+      Value quad = k.irem(g.lane, k.c(4));
+      k.ifThen(
+          g.andI(k.icmp(CmpI::ult, g.lane, k.c(4)), g.eq(g.warp, k.c(0))), [&] {
+            for (int64_t e = 0; e < 2; ++e)
+              k.storeF(out, k.iadd(j0, k.iadd(k.imul(quad, k.c(2)), k.c(e))),
+                       d[e], oe);
+          });
+    });
+  };
+  const bool packedMma =
+      args.wPacked.packed && GK::packedMmaFormat(*args.wPacked.packed);
+  const bool mma = xe.isBF16() &&
+                   ((we.isBF16() && !args.wPacked.packed) || packedMma) &&
                    inner % 32 == 0 && nOut % 8 == 0 && nOut >= kMmaMinFeatures;
   g.ifElse(
       g.eq(R, k.c(1)), {},
       [&] {
-        emitTiles(1);
+        // Packed weights take the tensor cores at one row too: their
+        // decode costs fewer instructions into bf16 mma operands than
+        // into FP32 products.
+        // E2M1 codes: a CTA per 8 features on the tensor cores. E4M3
+        // payloads keep the FP32 products at one row: on the H200 their
+        // bf16 decode made the tensor-core path slower (docs/perf.md,
+        // seventh session).
+        if (packedMma && args.wPacked.packed->fourBit() && xe.isBF16() &&
+            nOut % 8 == 0 && ctaRowDotsFit(g, inner))
+          emitCtaMma();
+        else
+          emitTiles(1);
         return SmallVector<Value>{};
       },
       [&] {
@@ -2999,6 +3182,135 @@ Value warpDot(GK &g, Value a, Value aOff, Type aType, const WeightRef &b,
   return g.warpSum(acc);
 }
 
+/// Dot products of one row of x with 8 consecutive rows of each weight in
+/// `ws` (packedMmaFormat) by mma.sync m16n8k16, the row in all 16 rows of
+/// A: x[xOff + c] (bf16; or FP32 holding bf16 values with `xF32`) times
+/// w[row0 + j * n + c] for j < 8, c < n (n a multiple of 32, xOff and
+/// row0 of 8). Returns per weight the lane's two sums, rows 2 (lane % 4)
+/// and 2 (lane % 4) + 1, complete (tail factor applied) in lanes 0-3.
+/// With `first` (a chunk index) and `chunks`, only channels [32 first, 32
+/// (first + chunks)) are summed and no tail factor is applied (a part of
+/// ctaRowDots8).
+SmallVector<std::array<Value, 2>> mmaRowDots8(GK &g, Value x, Value xOff,
+                                              bool xF32, ArrayRef<WeightRef> ws,
+                                              ArrayRef<Value> row0s, int64_t n,
+                                              Value first = Value(),
+                                              int64_t part = 0) {
+  KB &k = g.k;
+  const int64_t chunks = first ? part : n / 32, count = ws.size();
+  const int64_t u = GK::weightUnroll(ws[0], chunks);
+  Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
+  SmallVector<Value> wFlat;
+  for (int64_t i = 0; i < count; ++i)
+    wFlat.push_back(k.iadd(row0s[i], k.imul(r, k.c(n))));
+  Value lane8 = k.imul(quad, k.c(8)); // element of the lane in a chunk
+  if (first)
+    lane8 = k.iadd(lane8, k.imul(first, k.c(32)));
+  SmallVector<Value> init(4 * count, k.cf(0));
+  SmallVector<Value> c = k.reduceN(
+      k.c(0), k.c(chunks / u), init,
+      [&](Value it, ValueRange a) -> SmallVector<Value> {
+        SmallVector<SmallVector<GK::WeightRaw>> raw(count);
+        SmallVector<SmallVector<Value>> xs;
+        for (int64_t step = 0; step < u; ++step) {
+          Value at = k.iadd(
+              k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(32)), lane8);
+          for (int64_t i = 0; i < count; ++i)
+            raw[i].push_back(g.loadWeightRaw(ws[i], k.iadd(wFlat[i], at)));
+          if (!xF32) {
+            xs.push_back(
+                g.loadWords(x, k.idiv(k.iadd(xOff, at), k.c(2)), 4, true));
+            continue;
+          }
+          // Exact: the FP32 values are bf16 numbers.
+          SmallVector<Value> f = g.load8(x, k.iadd(xOff, at), k.f32);
+          SmallVector<Value> words;
+          for (int64_t e = 0; e < 8; e += 2) {
+            Value lo = arith::BitcastOp::create(k.b, k.loc, k.i32, f[e]);
+            Value hi = arith::BitcastOp::create(k.b, k.loc, k.i32, f[e + 1]);
+            words.push_back(g.prmt(lo, hi, g.ci32(0x7632)));
+          }
+          xs.push_back(words);
+        }
+        SmallVector<Value> next(a.begin(), a.end());
+        for (int64_t step = 0; step < u; ++step)
+          for (int64_t i = 0; i < count; ++i) {
+            SmallVector<Value> wq = g.decodeWeightBF16(ws[i], raw[i][step]);
+            SmallVector<Value> acc(next.begin() + 4 * i,
+                                   next.begin() + 4 * i + 4);
+            for (int64_t half = 0; half < 2; ++half)
+              acc = g.mma({xs[step][2 * half], xs[step][2 * half],
+                           xs[step][2 * half + 1], xs[step][2 * half + 1]},
+                          {wq[2 * half], wq[2 * half + 1]}, acc);
+            std::copy(acc.begin(), acc.end(), next.begin() + 4 * i);
+          }
+        return next;
+      });
+  SmallVector<std::array<Value, 2>> out;
+  for (int64_t i = 0; i < count; ++i) {
+    std::array<Value, 2> pair = {c[4 * i], c[4 * i + 1]};
+    if (!first)
+      if (Value tail = g.packedTail(ws[i], row0s[i]))
+        for (Value &v : pair)
+          v = k.mul(v, tail);
+    out.push_back(pair);
+  }
+  return out;
+}
+
+/// True when ctaRowDots8 can split n channels over the CTA's warps.
+bool ctaRowDotsFit(GK &g, int64_t n) { return n % (32 * g.warps) == 0; }
+
+/// mmaRowDots8 by the whole CTA (every thread calls it for the same rows):
+/// warp w sums channel chunks [w n / (32 W), (w + 1) n / (32 W)) of the W
+/// warps, the partial sums meet in shared memory and are added in warp
+/// order, then the tail factor. One row gives a warp few independent
+/// loads; four warps per 8 rows keep four times as many in flight. The
+/// result is valid in every lane (rows 2 (lane % 4) and 2 (lane % 4) +
+/// 1). Needs ctaRowDotsFit.
+SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
+                                              bool xF32, ArrayRef<WeightRef> ws,
+                                              ArrayRef<Value> row0s,
+                                              int64_t n) {
+  KB &k = g.k;
+  const int64_t count = ws.size(), per = n / 32 / g.warps;
+  SmallVector<std::array<Value, 2>> part = mmaRowDots8(
+      g, x, xOff, xF32, ws, row0s, n, k.imul(g.warp, k.c(per)), per);
+  Value smem = g.shared(k.f32, g.warps * count * 8);
+  Value quad = k.irem(g.lane, k.c(4));
+  k.ifThen(k.icmp(CmpI::ult, g.lane, k.c(4)), [&] {
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t e = 0; e < 2; ++e)
+        k.storeF(
+            smem,
+            k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(count)), k.c(i)), k.c(8)),
+                   k.iadd(k.imul(quad, k.c(2)), k.c(e))),
+            part[i][e], k.f32);
+  });
+  g.sync();
+  SmallVector<std::array<Value, 2>> out;
+  for (int64_t i = 0; i < count; ++i) {
+    std::array<Value, 2> pair;
+    for (int64_t e = 0; e < 2; ++e) {
+      Value sum;
+      for (int64_t w = 0; w < g.warps; ++w) {
+        Value v = k.loadF(smem,
+                          k.iadd(k.c((w * count + i) * 8),
+                                 k.iadd(k.imul(quad, k.c(2)), k.c(e))),
+                          k.f32);
+        sum = w ? k.add(sum, v) : v;
+      }
+      pair[e] = sum;
+    }
+    if (Value tail = g.packedTail(ws[i], row0s[i]))
+      for (Value &v : pair)
+        v = k.mul(v, tail);
+    out.push_back(pair);
+  }
+  g.sync(); // the next item's partials reuse the array
+  return out;
+}
+
 bool moeExpertsFits(msa::MoEExpertsOp op) {
   for (Value v : {op.getInput(), op.getGateWeights(), op.getUpWeights(),
                   op.getDownWeights()}) {
@@ -3025,6 +3337,80 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
   WeightRef w1 = weightOperand(k, 3, s.we), w3 = weightOperand(k, 4, s.we),
             w2 = weightOperand(k, 5, s.de);
   Value T = k.scalar(0);
+  // Packed experts of bf16-exact formats: 8 features per warp item on the
+  // tensor cores (mmaRowDots8); lanes 0-3 finish 2 features each.
+  const bool mma =
+      w1.packed && w3.packed && w2.packed && GK::packedMmaFormat(*w1.packed) &&
+      GK::packedMmaFormat(*w3.packed) && GK::packedMmaFormat(*w2.packed) &&
+      ie.isBF16() && h % 32 == 0 && inner % 32 == 0;
+  // With channels for every warp, a CTA takes each item (ctaRowDots8).
+  auto itemLoop = [&](bool cta, Value count,
+                      const std::function<void(Value)> &body) {
+    if (cta)
+      g.ctaLoop(count, body);
+    else
+      g.warpLoop(count, body);
+  };
+  auto rowDots = [&](bool cta, Value x, Value xOff, bool xF32,
+                     ArrayRef<WeightRef> ws, ArrayRef<Value> row0s, int64_t n) {
+    return cta ? ctaRowDots8(g, x, xOff, xF32, ws, row0s, n)
+               : mmaRowDots8(g, x, xOff, xF32, ws, row0s, n);
+  };
+  // Lanes 0-3 (of warp 0 when a CTA takes the item) store.
+  auto storer = [&](bool cta) {
+    Value lanes = k.icmp(CmpI::ult, g.lane, k.c(4));
+    return cta ? g.andI(lanes, g.eq(g.warp, k.c(0))) : lanes;
+  };
+  if (mma && part == 0) {
+    const bool cta = ctaRowDotsFit(g, h);
+    itemLoop(cta, k.imul(T, k.c(topK * inner / 8)), [&](Value item) {
+      Value slotRow = k.idiv(item, k.c(inner / 8)); // t * topK + slot
+      Value t = k.idiv(slotRow, k.c(topK));
+      Value n0 = k.imul(k.irem(item, k.c(inner / 8)), k.c(8));
+      Value e = k.loadIndex(ri, slotRow);
+      Value row0 = k.imul(k.iadd(k.imul(e, k.c(inner)), n0), k.c(h));
+      SmallVector<std::array<Value, 2>> d =
+          rowDots(cta, in, k.imul(t, k.c(h)), false, {w1, w3}, {row0, row0}, h);
+      Value quad = k.irem(g.lane, k.c(4));
+      k.ifThen(storer(cta), [&] {
+        for (int64_t i = 0; i < 2; ++i) {
+          Value gv = g.roundTo(d[0][i], ie), uv = g.roundTo(d[1][i], ie);
+          Value a = swigluOAI(k, gv, uv, s.alpha, s.limit);
+          Value n = k.iadd(n0, k.iadd(k.imul(quad, k.c(2)), k.c(i)));
+          k.storeF(act, k.iadd(k.imul(slotRow, k.c(inner)), n),
+                   g.roundTo(a, ie), k.f32);
+        }
+      });
+    });
+    return;
+  }
+  if (mma && part == 2) {
+    const bool cta = ctaRowDotsFit(g, inner);
+    itemLoop(cta, k.imul(T, k.c(h / 8)), [&](Value item) {
+      Value t = k.idiv(item, k.c(h / 8));
+      Value c0 = k.imul(k.irem(item, k.c(h / 8)), k.c(8));
+      Value quad = k.irem(g.lane, k.c(4));
+      std::array<Value, 2> acc = {k.cf(0), k.cf(0)};
+      for (int64_t slot = 0; slot < topK; ++slot) {
+        Value at = k.iadd(k.imul(t, k.c(topK)), k.c(slot));
+        Value e = k.loadIndex(ri, at);
+        Value w = k.loadF(rw, at, k.f32);
+        Value row0 = k.imul(k.iadd(k.imul(e, k.c(h)), c0), k.c(inner));
+        std::array<Value, 2> dv = rowDots(cta, act, k.imul(at, k.c(inner)),
+                                          true, {w2}, {row0}, inner)[0];
+        for (int64_t i = 0; i < 2; ++i)
+          acc[i] = k.add(acc[i], k.mul(w, dv[i]));
+      }
+      k.ifThen(storer(cta), [&] {
+        for (int64_t i = 0; i < 2; ++i)
+          k.storeF(out,
+                   k.iadd(k.imul(t, k.c(h)),
+                          k.iadd(c0, k.iadd(k.imul(quad, k.c(2)), k.c(i)))),
+                   acc[i], ie);
+      });
+    });
+    return;
+  }
   if (part == 0) {
     g.warpLoop(k.imul(T, k.c(topK * inner)), [&](Value item) {
       Value t = k.idiv(item, k.c(topK * inner));

@@ -108,9 +108,9 @@ static cl::opt<bool> packedWeights(
     "packed-weights",
     cl::desc("Keep block-scaled projection and expert weights (NVFP4, MXFP8, "
              "FP8) packed on the device: the linear and MoE kernels read "
-             "payload and scales and dequantize in registers, to the same "
-             "FP32 values (default on; --packed-weights=false dequantizes "
-             "them to FP32 copies at load)"),
+             "payload and scales and dequantize in registers (default on; "
+             "--packed-weights=false dequantizes them to FP32 copies at "
+             "load)"),
     cl::init(true), cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<bool> stripWeights(
     "strip-weights",

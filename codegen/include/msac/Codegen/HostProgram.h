@@ -129,9 +129,11 @@ bool hasSpecificGpuKernel(mlir::Operation *op);
 /// With `packedWeights` a `bsq.dequantize` of a packed weight whose every
 /// user is the weight of an msa.linear or one of msa.moe_experts' expert
 /// stacks is not run at load: those kernels read the packed payload and
-/// scales in place and dequantize in registers, to the same FP32 values
-/// (KernelBuilder.h, PackedWeight); other dequantized weights still get
-/// an FP32 copy at load.
+/// scales in place and dequantize in registers (KernelBuilder.h,
+/// PackedWeight: the host kernels to the load-time copy's FP32 values;
+/// GPU tensor-core paths to exact bf16 products with the block scale,
+/// docs/architecture.md); other dequantized weights still get an FP32
+/// copy at load.
 mlir::FailureOr<HostProgram>
 buildHostProgram(mlir::ModuleOp module,
                  const std::vector<std::string> &genericGpuOps = {},
