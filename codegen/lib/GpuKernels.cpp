@@ -279,25 +279,8 @@ public:
   /// The 8 elements at element `index` (a multiple of 8) of a bf16 or f32
   /// array, as FP32, with 16-byte loads.
   SmallVector<Value> load8(Value base, Value index, Type storage) {
-    SmallVector<Value> out;
-    auto vec = VectorType::get({4}, storage.isBF16() ? k.i32 : k.f32);
-    int64_t loads = storage.isBF16() ? 1 : 2;
-    Type elem = storage.isBF16() ? k.i16 : k.f32;
-    for (int64_t l = 0; l < loads; ++l) {
-      Value p = k.gep(base, k.iadd(index, k.c(4 * l)), elem);
-      Value v = LLVM::LoadOp::create(k.b, k.loc, vec, p, /*alignment=*/16);
-      for (int64_t e = 0; e < 4; ++e) {
-        Value x = LLVM::ExtractElementOp::create(k.b, k.loc, v, ci32(e));
-        if (storage.isBF16()) {
-          auto [lo, hi] = unpackBF16(x);
-          out.push_back(lo);
-          out.push_back(hi);
-        } else {
-          out.push_back(x);
-        }
-      }
-    }
-    return out;
+    WeightRef array = plainWeight(base, storage);
+    return decodeWeight8(array, loadWeightRaw(array, index));
   }
   /// The loads of 8 weight elements (loadWeightRaw), decoded apart
   /// (decodeWeight8) so that a loop can issue several steps' loads before
