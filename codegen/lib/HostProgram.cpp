@@ -161,7 +161,7 @@ void kvInsertKernel(KB &k, msa::KVCacheInsertOp op) {
 /// order); `store(h, value)` writes head `h`, whose channel `i` is
 /// `value(i)` (the scratch, FP32).
 void prologueBranch(
-    KB &k, Value in, Value t, int64_t hidden, Type ie, Value w, Type we,
+    KB &k, Value in, Value t, int64_t hidden, Type ie, const WeightRef &w,
     int64_t heads, int64_t d, Value norm, Type ne, msa::AttentionPrologueOp op,
     Value pos, Type act, Value x, Value tmp,
     const std::function<void(Value, const std::function<Value(Value)> &)>
@@ -177,7 +177,7 @@ void prologueBranch(
     k.loop(k.c(0), k.c(d), [&](Value i) {
       Value feature = k.iadd(k.imul(h, k.c(d)), i);
       Value acc =
-          k.dot(in, row, ie, w, k.imul(feature, k.c(hidden)), we, hidden);
+          dotWeight(k, in, row, ie, w, k.imul(feature, k.c(hidden)), hidden);
       k.storeF(x, i, k.roundTo(acc, act, tmp), k.f32);
     });
     if (norm) {
@@ -218,14 +218,12 @@ void attentionPrologueKernel(KB &k, msa::AttentionPrologueOp op) {
   // [index_q/index_k weights, their norm weights, index cache], q [T, Hq,
   // D], [index_q [T, Hi, dI]]
   const bool hasIndex = static_cast<bool>(op.getIndexQWeight());
-  Value in = k.ptr(0), wq = k.ptr(1), wk = k.ptr(2), wv = k.ptr(3),
-        nq = k.ptr(4), nk = k.ptr(5), kc = k.ptr(6), vc = k.ptr(7),
-        table = k.ptr(8), seqs = k.ptr(9), pos = k.ptr(10);
-  Value wiq, wik, niq, nik, ic, iqOut;
+  // (the weights, slots 1-3, 11 and 12, are read through weightOperand)
+  Value in = k.ptr(0), nq = k.ptr(4), nk = k.ptr(5), kc = k.ptr(6),
+        vc = k.ptr(7), table = k.ptr(8), seqs = k.ptr(9), pos = k.ptr(10);
+  Value niq, nik, ic, iqOut;
   Value qOut = k.ptr(hasIndex ? 16 : 11);
   if (hasIndex) {
-    wiq = k.ptr(11);
-    wik = k.ptr(12);
     niq = k.ptr(13);
     nik = k.ptr(14);
     ic = k.ptr(15);
@@ -261,25 +259,27 @@ void attentionPrologueKernel(KB &k, msa::AttentionPrologueOp op) {
                [&](Value i) { k.storeF(out, k.iadd(base, i), value(i), act); });
       };
     };
-    auto branch = [&](Value w, Value weightOperand, int64_t heads, int64_t d,
+    // The weights may be packed (read in place, weightOperand).
+    auto branch = [&](int slot, Value operand, int64_t heads, int64_t d,
                       Value norm, Value normOperand, const RowStore &store) {
-      prologueBranch(k, in, t, hidden, act, w, elementOf(weightOperand), heads,
-                     d, norm, normOperand ? elementOf(normOperand) : Type(), op,
-                     pos, act, x, tmp, store);
+      prologueBranch(k, in, t, hidden, act,
+                     weightOperand(k, slot, elementOf(operand)), heads, d, norm,
+                     normOperand ? elementOf(normOperand) : Type(), op, pos,
+                     act, x, tmp, store);
     };
     const int64_t hkv = kvType.getHeads(), d = kvType.getHeadDim();
-    branch(wq, op.getQWeight(), qs[1], qs[2], nq, op.getQNormWeight(),
+    branch(1, op.getQWeight(), qs[1], qs[2], nq, op.getQNormWeight(),
            activationStore(qOut, qs[1], qs[2]));
-    branch(wk, op.getKWeight(), hkv, d, nk, op.getKNormWeight(),
+    branch(2, op.getKWeight(), hkv, d, nk, op.getKNormWeight(),
            cacheStore(kc, kvType));
-    branch(wv, op.getVWeight(), hkv, d, Value(), Value(),
+    branch(3, op.getVWeight(), hkv, d, Value(), Value(),
            cacheStore(vc, kvType));
     if (hasIndex) {
       ArrayRef<int64_t> iqs = shapeOf(op.getIndexQ());
       msa::PagedCacheType indexType = op.getIndexCache().getType();
-      branch(wiq, op.getIndexQWeight(), iqs[1], iqs[2], niq,
+      branch(11, op.getIndexQWeight(), iqs[1], iqs[2], niq,
              op.getIndexQNormWeight(), activationStore(iqOut, iqs[1], iqs[2]));
-      branch(wik, op.getIndexKWeight(), 1, indexType.getHeadDim(), nik,
+      branch(12, op.getIndexKWeight(), 1, indexType.getHeadDim(), nik,
              op.getIndexKNormWeight(), cacheStore(ic, indexType));
     }
   });
@@ -676,7 +676,7 @@ private:
   PackedWeight packedLayout(Value v);
   /// True when every user of `dq` reads it as a weight that kernels can
   /// take packed (the weight of msa.linear, an expert stack of
-  /// msa.moe_experts).
+  /// msa.moe_experts, a projection of msa.attention_prologue).
   static bool readableInPlace(bsq::DequantizeOp dq);
 
   ModuleOp module;
@@ -737,6 +737,12 @@ bool ProgramBuilder::readableInPlace(bsq::DequantizeOp dq) {
     Operation *user = use.getOwner();
     if (auto linear = dyn_cast<msa::LinearOp>(user))
       return use.get() == linear.getWeight() && use.getOperandNumber() == 1;
+    if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(user)) {
+      Value v = use.get();
+      return v == prologue.getQWeight() || v == prologue.getKWeight() ||
+             v == prologue.getVWeight() || v == prologue.getIndexQWeight() ||
+             v == prologue.getIndexKWeight();
+    }
     if (auto moe = dyn_cast<msa::MoEExpertsOp>(user)) {
       unsigned n = use.getOperandNumber();
       return n == moe.getGateWeightsMutable().getOperandNumber() ||

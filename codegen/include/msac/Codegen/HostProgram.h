@@ -127,8 +127,8 @@ bool hasSpecificGpuKernel(mlir::Operation *op);
 /// fused attention prologue use two warpgroups per CTA (GpuKernels.cpp,
 /// WgmmaLayout.h: the wide tile; msac compile turns it on by default).
 /// With `packedWeights` a `bsq.dequantize` of a packed weight whose every
-/// user is the weight of an msa.linear or one of msa.moe_experts' expert
-/// stacks is not run at load: those kernels read the packed payload and
+/// user is the weight of an msa.linear, one of msa.moe_experts' expert
+/// stacks or a projection of msa.attention_prologue is not run at load: those kernels read the packed payload and
 /// scales in place and dequantize in registers (KernelBuilder.h,
 /// PackedWeight: the host kernels to the load-time copy's FP32 values;
 /// GPU tensor-core paths to exact bf16 products with the block scale,
