@@ -225,14 +225,18 @@ print("identical" if same else "max |difference| %.3g (logits up to %.3g)"
     done
   done
   refcheck h128w-mxfp8 h128w-mxfp8.msa h128w mxfp8
+  # One file for all six runs (a device call returns few files).
+  : > "$RESULTS/packed-bench.txt"
   for b in 1 8; do
     for a in m3.msa m3q.msa m3qd.msa; do
+      echo "== $a batch $b" | tee -a "$RESULTS/packed-bench.txt"
       timeout 200 ./msac-run bench-decode $a --device cuda --dummy-weights --batch $b \
-        --context 4096 --steps 30 --warmup 5 > "$RESULTS/packed-${a%.msa}-b$b.txt" 2>&1 || status=1
-      echo "== $a batch $b"
-      grep -E "step|msa.linear|msa.moe_experts" "$RESULTS/packed-${a%.msa}-b$b.txt" | head -4
+        --context 4096 --steps 30 --warmup 5 > packed-run.txt 2>&1 || status=1
+      cat packed-run.txt >> "$RESULTS/packed-bench.txt"
+      grep -E "step|msa.linear|msa.moe_experts" packed-run.txt | head -4
     done
   done
+  rm -f packed-run.txt
 fi
 if [[ $PARTS == *,gemm,* ]]; then
   ./msac-run inspect m3.msa | grep -A3 "^launch"
