@@ -286,10 +286,14 @@ int inspect(const std::string &path, bool asJson) {
   const std::map<std::string, int64_t> formats = weightFormats(*a);
   int64_t checkpointTensors = 0;
   std::string formatText;
+  // Checkpoint tensors in a block-scaled format (not bf16 / f16 / f32).
+  int64_t blockScaled = 0;
   for (const auto &[format, count] : formats) {
     checkpointTensors += count;
     formatText +=
         (formatText.empty() ? "" : ", ") + format + " " + std::to_string(count);
+    if (format != "bf16" && format != "f16" && format != "f32")
+      blockScaled += count;
   }
   if (asJson) {
     nlohmann::ordered_json j = {
@@ -322,7 +326,8 @@ int inspect(const std::string &path, bool asJson) {
         {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
         {"load_time_buffer_bytes", dequantizedBytes},
-        {"fixed_workspace_bytes", workspaceBytes}};
+        {"fixed_workspace_bytes", workspaceBytes},
+        {"block_scaled_read_in_place", blockScaled > 0 && !dequantizedBytes}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -360,6 +365,9 @@ int inspect(const std::string &path, bool asJson) {
   if (dequantizedBytes)
     std::cout << "dequantized:     " << dequantizedBytes
               << " bytes of block-scaled weights expanded to FP32 at load\n";
+  else if (blockScaled)
+    std::cout << "block-scaled:    read in place by the kernels, no FP32 "
+                 "copies at load (msac compile --packed-weights)\n";
   return 0;
 }
 
