@@ -64,6 +64,8 @@ constexpr int64_t kRowTile = 8;
 /// GPU context of one kernel body: thread coordinates, shuffles, barriers,
 /// shared memory.
 int64_t unrollOf(int64_t iters);
+class GK;
+Value e4m3PairToBF16(GK &g, Value pair);
 
 class GK {
 public:
@@ -477,9 +479,6 @@ public:
                                       const WeightRaw &raw) {
     const PackedWeight &p = *w.packed;
     auto bf16x2 = VectorType::get({2}, k.b.getBF16Type());
-    auto f16x2 = VectorType::get({2}, k.b.getF16Type());
-    auto f32x2 = VectorType::get({2}, k.f32);
-    auto i8x2 = VectorType::get({2}, k.b.getI8Type());
     auto andC = [&](Value x, uint32_t m) {
       return arith::AndIOp::create(k.b, k.loc, x, ci32(m)).getResult();
     };
@@ -496,14 +495,18 @@ public:
     Value scale2;
     if (!isa<bsq::FP8Type>(p.format)) {
       Value bits;
-      if (isa<bsq::NVFP4Type>(p.format)) { // E4M3 -> f16 -> FP32 -> bf16
+      if (isa<bsq::NVFP4Type>(p.format)) {
+        // E4M3 -> f16 -> FP32 -> bf16 bits (exact): only the byte's half
+        // is converted back (e4m3PairToBF16 would narrow both halves).
+        auto f16x2 = VectorType::get({2}, k.b.getF16Type());
         Value h = NVVM::ConvertF8x2ToF16x2Op::create(
             k.b, k.loc, f16x2,
             LLVM::BitcastOp::create(
-                k.b, k.loc, i8x2,
+                k.b, k.loc, VectorType::get({2}, k.b.getI8Type()),
                 arith::TruncIOp::create(k.b, k.loc, k.i16, raw.scale)),
             /*relu=*/false, Float8E4M3FNType::get(k.b.getContext()));
-        Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
+        Value f =
+            arith::ExtFOp::create(k.b, k.loc, VectorType::get({2}, k.f32), h);
         Value f0 = LLVM::ExtractElementOp::create(k.b, k.loc, f, ci32(0));
         bits = shr(arith::BitcastOp::create(k.b, k.loc, k.i32, f0), 16);
       } else { // E8M0: 2^(byte - 127); byte 0 is 2^-127, 255 NaN
@@ -544,24 +547,15 @@ public:
       return out;
     }
     // E4M3 pairs: cvt.rn.f16x2.e4m3x2 (exact, NaN stays NaN), widened to
-    // FP32 and narrowed to bf16 (exact: 4 significant bits). On the H200
-    // this ran faster than building the bf16 bits with integer operations
-    // (docs/perf.md, seventh session).
+    // FP32 and narrowed to bf16 (exact: 4 significant bits;
+    // e4m3PairToBF16). On the H200 this ran faster than building the bf16
+    // bits with integer operations (docs/perf.md, seventh session).
     for (int64_t l = 0; l < 2; ++l) {
       Value word =
           LLVM::ExtractElementOp::create(k.b, k.loc, raw.words[0], ci32(l));
-      for (int64_t pair = 0; pair < 2; ++pair) {
-        Value bits = pair ? shr(word, 16) : word;
-        Value h = NVVM::ConvertF8x2ToF16x2Op::create(
-            k.b, k.loc, f16x2,
-            LLVM::BitcastOp::create(
-                k.b, k.loc, i8x2,
-                arith::TruncIOp::create(k.b, k.loc, k.i16, bits)),
-            /*relu=*/false, Float8E4M3FNType::get(k.b.getContext()));
-        Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
-        Value b = arith::TruncFOp::create(k.b, k.loc, bf16x2, f);
-        out.push_back(scaled(LLVM::BitcastOp::create(k.b, k.loc, k.i32, b)));
-      }
+      for (int64_t pair = 0; pair < 2; ++pair)
+        out.push_back(
+            scaled(e4m3PairToBF16(*this, pair ? shr(word, 16) : word)));
     }
     return out;
   }

@@ -675,8 +675,7 @@ private:
   /// The layout of packed value `v` (no launch slots yet).
   PackedWeight packedLayout(Value v);
   /// True when every user of `dq` reads it as a weight that kernels can
-  /// take packed (the weight of msa.linear, an expert stack of
-  /// msa.moe_experts, a projection of msa.attention_prologue).
+  /// take packed (isPackedWeightOperand).
   static bool readableInPlace(bsq::DequantizeOp dq);
 
   ModuleOp module;
@@ -731,26 +730,32 @@ PackedWeight ProgramBuilder::packedLayout(Value v) {
   return layout;
 }
 
+/// True when `use` is a weight operand that kernels can read packed (the
+/// weight of msa.linear, an expert stack of msa.moe_experts, a projection
+/// of msa.attention_prologue).
+bool isPackedWeightOperand(OpOperand &use) {
+  Operation *user = use.getOwner();
+  auto is = [&](OpOperand &operand) { return &use == &operand; };
+  auto isOptional = [&](MutableOperandRange operand) {
+    return !operand.empty() && &use == &operand[0];
+  };
+  if (auto linear = dyn_cast<msa::LinearOp>(user))
+    return is(linear.getWeightMutable());
+  if (auto moe = dyn_cast<msa::MoEExpertsOp>(user))
+    return is(moe.getGateWeightsMutable()) || is(moe.getUpWeightsMutable()) ||
+           is(moe.getDownWeightsMutable());
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(user))
+    return is(prologue.getQWeightMutable()) ||
+           is(prologue.getKWeightMutable()) ||
+           is(prologue.getVWeightMutable()) ||
+           isOptional(prologue.getIndexQWeightMutable()) ||
+           isOptional(prologue.getIndexKWeightMutable());
+  return false;
+}
+
 bool ProgramBuilder::readableInPlace(bsq::DequantizeOp dq) {
   Value v = dq.getResult();
-  return !v.use_empty() && llvm::all_of(v.getUses(), [&](OpOperand &use) {
-    Operation *user = use.getOwner();
-    if (auto linear = dyn_cast<msa::LinearOp>(user))
-      return use.get() == linear.getWeight() && use.getOperandNumber() == 1;
-    if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(user)) {
-      Value v = use.get();
-      return v == prologue.getQWeight() || v == prologue.getKWeight() ||
-             v == prologue.getVWeight() || v == prologue.getIndexQWeight() ||
-             v == prologue.getIndexKWeight();
-    }
-    if (auto moe = dyn_cast<msa::MoEExpertsOp>(user)) {
-      unsigned n = use.getOperandNumber();
-      return n == moe.getGateWeightsMutable().getOperandNumber() ||
-             n == moe.getUpWeightsMutable().getOperandNumber() ||
-             n == moe.getDownWeightsMutable().getOperandNumber();
-    }
-    return false;
-  });
+  return !v.use_empty() && llvm::all_of(v.getUses(), isPackedWeightOperand);
 }
 
 std::string packedKey(const PackedWeight &p) {
@@ -839,8 +844,9 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   for (auto [slot, v] : llvm::enumerate(operands)) {
     if (auto it = inPlace.find(v); it != inPlace.end())
       packedSource[static_cast<int>(slot)] = it->second;
-    else if (packedWeights && packed.count(v) && isa<msa::MoEExpertsOp>(op) &&
-             slot >= 3)
+    else if (packedWeights && packed.count(v) && slot < op->getNumOperands() &&
+             op->getOperand(slot) == v &&
+             isPackedWeightOperand(op->getOpOperand(slot)))
       packedSource[static_cast<int>(slot)] = v;
   }
   PackedOperands packedOps;
