@@ -54,8 +54,10 @@
 #                     FP8), else their largest difference (tensor-core
 #                     formats sum in another order); then the real-shape M3
 #                     layers with NVFP4 experts / MXFP8 elsewhere (m3q.msa,
-#                     m3qd.msa) and in bf16 (m3.msa): decode step and per-op
-#                     medians at batch 1 and 8, 4K context
+#                     m3qd.msa) and in bf16 (m3.msa), and fused: bf16
+#                     (m3f.msa), M3.1-Flash's layout (m3qf.msa), per-tensor
+#                     FP8 (m3tf.msa): decode step and per-op medians at
+#                     batch 1 and 8, 4K context
 #          gemm       bench/gemm_bench.py: every linear's and the fused
 #                     prologue's time and TFLOP/s, one-warpgroup against
 #                     wide tiles, at 64-4,096 tokens
@@ -225,15 +227,15 @@ print("identical" if same else "max |difference| %.3g (logits up to %.3g)"
     done
   done
   refcheck h128w-mxfp8 h128w-mxfp8.msa h128w mxfp8
-  # One file for all six runs (a device call returns few files).
+  # One file for all twelve runs (a device call returns few files).
   : > "$RESULTS/packed-bench.txt"
   for b in 1 8; do
-    for a in m3.msa m3q.msa m3qd.msa; do
+    for a in m3.msa m3q.msa m3qd.msa m3f.msa m3qf.msa m3tf.msa; do
       echo "== $a batch $b" | tee -a "$RESULTS/packed-bench.txt"
       timeout 200 ./msac-run bench-decode $a --device cuda --dummy-weights --batch $b \
         --context 4096 --steps 30 --warmup 5 > packed-run.txt 2>&1 || status=1
       cat packed-run.txt >> "$RESULTS/packed-bench.txt"
-      grep -E "step|msa.linear|msa.moe_experts" packed-run.txt | head -4
+      grep -E "step|msa.linear|msa.moe_experts|msa.attention_prologue" packed-run.txt | head -5
     done
   done
   rm -f packed-run.txt

@@ -12,7 +12,10 @@
 # weight-stripped real-shape M3 layers (1 dense + 1 MSA/MoE layer) in bf16
 # (m3.msa) and with NVFP4 routed experts / MXFP8 elsewhere, M3.1-Flash's
 # layout, read in place and dequantized at load (m3q.msa, m3qd.msa), all
-# unfused.
+# unfused; and fused (the attention prologue reading the MXFP8 / FP8
+# projections in place): bf16 (m3f.msa), M3.1-Flash's layout (m3qf.msa)
+# and per-tensor FP8 projections (--quantize-weights fp8-tensor, m3tf.msa).
+# The head-128 artifacts are fused (msac compile's default).
 # Usage: bench/h200-packed-inputs.sh DIR [BUILD]   (BUILD defaults to build/)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +25,8 @@ CUDA=${CUDA_HOME:-/usr/local/cuda}
 UNFUSED=--fuse-attention-prologue=false
 mkdir -p "$DIR"
 cd "$DIR"
-rm -rf h128 h128w m3 m3q h128q-*.msa h128w-*.msa m3.msa m3q.msa m3qd.msa
+rm -rf h128 h128w m3 m3q h128q-*.msa h128w-*.msa m3.msa m3q.msa m3qd.msa m3f.msa m3qf.msa \
+  m3tf.msa
 cp "$BIN/msac-run" "$BIN/msac-host-check" .
 "$BIN/msac-synth" h128 --config "$ROOT/test/Codegen/Inputs/head128-config.json" --seed 5
 for r in nvfp4-experts mxfp8 fp8 fp8-tensor; do
@@ -56,5 +60,9 @@ rm h128w-config.json
   $UNFUSED
 "$BIN/msac" compile m3q -o m3qd.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
   $UNFUSED --packed-weights=false
+"$BIN/msac" compile m3 -o m3f.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
+"$BIN/msac" compile m3q -o m3qf.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA"
+"$BIN/msac" compile m3 -o m3tf.msa --target sm_90a --strip-weights --cuda-toolkit "$CUDA" \
+  --quantize-weights fp8-tensor
 rm -rf m3 m3q
 du -sh .

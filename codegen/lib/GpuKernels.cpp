@@ -2394,13 +2394,15 @@ bool rowsDotFits(Operation *op, int64_t threads) {
 
 /// The operands of rowsDot: out [R, nOut] (type oe) = x [*, inner] (type
 /// xe; row r is x[idx[r]] with a gather, else x[r]) times the weight rows
-/// (type we) that `wRow(j)` locates as (generic pointer, element offset).
+/// (type we) that `wRow(j)` locates as (weight, element offset): the
+/// weight's base pointer and, when packed, its scales and global scale.
 struct RowsDotArgs {
   Value x, idx, out, R;
   Type xe, we, oe;
   int64_t inner, nOut;
-  std::function<std::pair<Value, Value>(Value j)> wRow;
-  /// A packed weight (wRow then locates its payload and flat index).
+  std::function<std::pair<WeightRef, Value>(Value j)> wRow;
+  /// The packed layout every row's weight shares (wRow then locates its
+  /// payload and flat index), or none.
   WeightRef wPacked;
 };
 
@@ -2426,9 +2428,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   const int64_t inner = args.inner, nOut = args.nOut;
   Type xe = args.xe, we = args.we, oe = args.oe;
   const bool vec = inner % (kWarp * 8) == 0;
-  auto weightRef = [&](Value base) {
-    WeightRef w = args.wPacked;
-    w.base = base;
+  auto weightRef = [&](WeightRef w) {
     w.type = we;
     return w;
   };
@@ -2444,7 +2444,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         Value src = logits ? k.loadIndex(idx, row) : row;
         xOff.push_back(k.imul(src, k.c(inner)));
       }
-      std::pair<Value, Value> wAt = args.wRow(j);
+      std::pair<WeightRef, Value> wAt = args.wRow(j);
       WeightRef w = weightRef(wAt.first);
       Value wOff = wAt.second;
       SmallVector<Value> init(tile, k.cf(0));
@@ -2537,9 +2537,10 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         return k.imul(src, k.c(inner / 2));
       };
       Value xa = xWord(rowA), xb = xWord(rowB);
-      std::pair<Value, Value> wAt = args.wRow(k.iadd(k.imul(jg, k.c(8)), r));
-      Value w = wAt.first;
-      WeightRef wr = weightRef(w);
+      std::pair<WeightRef, Value> wAt =
+          args.wRow(k.iadd(k.imul(jg, k.c(8)), r));
+      WeightRef wr = weightRef(wAt.first);
+      Value w = wr.base;
       Value wWord = k.idiv(wAt.second, k.c(2));
       Value lane0 = k.imul(quad, k.c(4)); // word of the lane in a chunk
       SmallVector<Value> init(4, k.cf(0));
@@ -2575,7 +2576,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       if (packed) {
         // The tail factor of the lane's output features (rows of the same
         // matrix: row jg * 8 + 2 quad).
-        std::pair<Value, Value> tAt =
+        std::pair<WeightRef, Value> tAt =
             args.wRow(k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2))));
         if (Value tail = g.packedTail(weightRef(tAt.first), tAt.second))
           for (Value &v : c)
@@ -2601,7 +2602,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     Value xOff = k.imul(logits ? k.loadIndex(idx, k.c(0)) : k.c(0), k.c(inner));
     g.ctaLoop(k.c(nOut / 8), [&](Value group) {
       Value j0 = k.imul(group, k.c(8));
-      std::pair<Value, Value> wAt = args.wRow(j0);
+      std::pair<WeightRef, Value> wAt = args.wRow(j0);
       std::array<Value, 2> d = ctaRowDots8(
           g, x, xOff, false, {weightRef(wAt.first)}, {wAt.second}, inner)[0];
       Value quad = k.irem(g.lane, k.c(4));
@@ -2662,8 +2663,10 @@ void rowsDotKernel(GK &g, Operation *op) {
   args.R = k.scalar(logits ? 1 : 0);
   args.wPacked = weightOperand(k, logits ? 2 : 1, args.we);
   const int64_t inner = args.inner;
-  args.wRow = [&k, w, inner](Value j) -> std::pair<Value, Value> {
-    return {w, k.imul(j, k.c(inner))};
+  WeightRef ref = args.wPacked;
+  ref.base = w;
+  args.wRow = [&k, ref, inner](Value j) -> std::pair<WeightRef, Value> {
+    return {ref, k.imul(j, k.c(inner))};
   };
   rowsDot(g, args);
 }
@@ -3696,6 +3699,37 @@ struct PrologueShape {
 /// head, so the norm and RoPE see a whole head), bf16, f32, FP8 E4M3 or
 /// NVFP4 caches, a rotated half of whole 8-channel groups (RoPE pairs then
 /// sit in one thread's accumulators), H a multiple of 256.
+/// How the kernels would read projection weight `w` of the prologue: its
+/// element type, and for a `bsq.dequantize` of a `bsq.pack` the quantized
+/// type, the payload and scale element types and how the global scale is
+/// given (the fields of ProgramBuilder's packed layout but the shape).
+std::string prologueWeightForm(Value w) {
+  std::string form;
+  llvm::raw_string_ostream os(form);
+  os << elementOf(w);
+  auto dq = w.getDefiningOp<bsq::DequantizeOp>();
+  if (!dq)
+    return form;
+  os << "=" << elementOf(dq.getInput());
+  if (auto pack = dq.getInput().getDefiningOp<bsq::PackOp>()) {
+    os << "," << elementOf(pack.getData()) << ","
+       << elementOf(pack.getScales());
+    if (Value g = pack.getGlobalScale())
+      os << (g.getDefiningOp<arith::DivFOp>() ? ",1/g" : ",g");
+  }
+  return form;
+}
+
+/// True when the prologue's projections can take the wgmma tile GEMM:
+/// bf16 weights (block-scaled ones, read in place or as FP32 copies, take
+/// the warp path at every step).
+bool prologueTiled(const PrologueShape &s) {
+  for (int kind = 0; kind < s.kinds(); ++kind)
+    if (!elementOf(s.weight(kind)).isBF16())
+      return false;
+  return true;
+}
+
 bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
   if (threads != wgmma::kThreads)
     return false;
@@ -3703,8 +3737,15 @@ bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
   if (!s.act.isBF16() || !elementOf(op.getQ()).isBF16() ||
       s.hidden % (kWarp * 8) != 0 || s.hidden % kChunkK != 0)
     return false;
+  // The projections run as one rowsDot over the concatenated weights: bf16
+  // weights, or FP32 ones (block-scaled weights dequantized by
+  // bsq.dequantize, read in place or as copies) of one form, so that one
+  // packed layout decodes every branch.
+  const std::string form = prologueWeightForm(s.weight(0));
   for (int kind = 0; kind < s.kinds(); ++kind) {
-    if (!elementOf(s.weight(kind)).isBF16() || s.headDim(kind) != kTileN)
+    Type we = elementOf(s.weight(kind));
+    if ((!we.isBF16() && !we.isF32()) ||
+        prologueWeightForm(s.weight(kind)) != form || s.headDim(kind) != kTileN)
       return false;
     if (Value n = s.norm(kind)) {
       Type ne = elementOf(n);
@@ -3733,12 +3774,14 @@ struct PrologueBuffers {
     using P = PrologueShape;
     KB &k = g.k;
     in = k.ptr(0);
+    wSlot[P::Q] = 1, wSlot[P::K] = 2, wSlot[P::V] = 3;
     w[P::Q] = k.ptr(1), w[P::K] = k.ptr(2), w[P::V] = k.ptr(3);
     norm[P::Q] = k.ptr(4), norm[P::K] = k.ptr(5);
     cache[P::K] = k.ptr(6), cache[P::V] = k.ptr(7);
     table = k.ptr(8), seqs = k.ptr(9), pos = k.ptr(10);
     int next = 11;
     if (s.hasIndex) {
+      wSlot[P::IQ] = next, wSlot[P::IK] = next + 1;
       w[P::IQ] = k.ptr(next++), w[P::IK] = k.ptr(next++);
       norm[P::IQ] = k.ptr(next++), norm[P::IK] = k.ptr(next++);
       cache[P::IK] = k.ptr(next++);
@@ -3753,6 +3796,8 @@ struct PrologueBuffers {
   Value in, table, seqs, pos, ws, invFreq;
   Value w[PrologueShape::kKinds], norm[PrologueShape::kKinds],
       cache[PrologueShape::kKinds], out[PrologueShape::kKinds];
+  /// Launch slots of the projection weights.
+  int wSlot[PrologueShape::kKinds] = {};
 };
 
 /// Where the prologue writes token `t`'s row of branch `kind` (local head
@@ -4084,19 +4129,45 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
     args.out = b.ws;
     args.R = T;
     args.xe = s.act;
-    args.we = s.act;
+    args.we = elementOf(s.weight(0));
     args.oe = k.f32;
     args.inner = s.hidden;
     args.nOut = n;
-    args.wRow = [&](Value j) -> std::pair<Value, Value> {
+    // Each branch's weight (prologueFits: one form for all). Packed
+    // weights share one layout, with the most rows of any branch: the
+    // decode indexes a branch's scales by its own (row, column), which a
+    // matrix of at least as many rows maps the same way.
+    WeightRef ref[PrologueShape::kKinds];
+    PackedWeight layout;
+    for (int kind = 0; kind < s.kinds(); ++kind) {
+      ref[kind] = weightOperand(k, b.wSlot[kind], args.we);
+      if (const PackedWeight *p = ref[kind].packed) {
+        if (!layout.format || p->rows() > layout.rows())
+          layout = *p;
+      }
+    }
+    if (layout.format)
+      for (int kind = 0; kind < s.kinds(); ++kind) {
+        assert(ref[kind].packed && "prologueFits: one form for all branches");
+        ref[kind].packed = &layout;
+      }
+    args.wPacked = ref[0];
+    args.wRow = [&](Value j) -> std::pair<WeightRef, Value> {
       Value gh = k.idiv(j, k.c(kTileN));
-      Value base = b.w[0], first = j;
+      WeightRef w = ref[0];
+      Value first = j;
+      auto pick = [&](Value in, Value a, Value b) {
+        return a ? LLVM::SelectOp::create(k.b, k.loc, in, a, b).getResult()
+                 : Value();
+      };
       for (int kind = 1; kind < s.kinds(); ++kind) {
         Value in = k.icmp(CmpI::uge, gh, k.c(s.start[kind]));
-        base = LLVM::SelectOp::create(k.b, k.loc, in, b.w[kind], base);
+        w.base = pick(in, ref[kind].base, w.base);
+        w.scales = pick(in, ref[kind].scales, w.scales);
+        w.global = pick(in, ref[kind].global, w.global);
         first = k.select(in, g.isub(j, k.c(s.start[kind] * kTileN)), first);
       }
-      return {base, k.imul(first, k.c(s.hidden))};
+      return {w, k.imul(first, k.c(s.hidden))};
     };
     rowsDot(g, args);
     return;
@@ -4392,8 +4463,8 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
     return false;
   if (auto moe = dyn_cast<msa::MoEExpertsOp>(op))
     return moeExpertsTileFits(moe, threads);
-  if (isa<msa::AttentionPrologueOp>(op))
-    return true; // prologueFits
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
+    return prologueTiled(PrologueShape(prologue));
   return linearTileFits(op, threads);
 }
 
@@ -4472,7 +4543,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       .Case([&](msa::AttentionPrologueOp o) {
         const PrologueShape s(o);
         Value T = k.scalar(0);
-        if (!wgmma) {
+        if (!wgmma || !prologueTiled(s)) {
           prologueWarpKernel(g, s, part, T);
           return;
         }

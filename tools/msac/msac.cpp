@@ -124,7 +124,9 @@ static cl::opt<bool> fuseAttentionPrologue(
              "inserts into one msa.attention_prologue kernel "
              "(-msa-fuse-attention-prologue; on sm_90a a tile GEMM with "
              "the norms, RoPE and inserts in its epilogue for heads of 128 "
-             "channels; layers the pass does not match stay unfused; "
+             "channels and bf16 weights, matrix-vector products reading "
+             "block-scaled weights in place; layers the pass does not "
+             "match stay unfused; "
              "default on, except that with a GPU target a model whose fused "
              "prologue has no GPU kernel of its own (heads other than 128 "
              "channels) stays unfused unless the flag is given; "
@@ -562,8 +564,9 @@ int runCompile() {
     if (generic) {
       WithColor::note(errs(), "msac")
           << "the fused attention prologue has no GPU kernel for this "
-             "model's shapes or weight formats (bf16 weights, heads of 128 "
-             "channels); compiling it unfused (--fuse-attention-prologue "
+             "model's shapes or weight formats (heads of 128 channels; "
+             "bf16 weights, or every projection in one block-scaled "
+             "format); compiling it unfused (--fuse-attention-prologue "
              "fuses anyway)\n";
       module =
           importModel(context, *model->config, *model->weights, {*kv, *index});
