@@ -662,6 +662,11 @@ public:
   /// NVFP4 cache values are decoded by the hardware E2M1 conversions
   /// (GpuTarget::e2m1Convert, nvfp4CodesToBF16E2M1) instead of the table.
   bool e2m1 = false;
+  /// Shared memory (`scratchBytes` bytes) that the kernel's path for steps
+  /// of few tokens may use: a wide-tile kernel's dynamic shared memory,
+  /// idle below the tile path (wideTileSwitch). Null elsewhere.
+  Value scratch;
+  int64_t scratchBytes = 0;
 };
 
 /// `for (i = global thread; i < count; i += all threads) body(i)`.
@@ -2411,6 +2416,16 @@ SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
                                               bool xF32, ArrayRef<WeightRef> ws,
                                               ArrayRef<Value> row0s, int64_t n);
 
+static llvm::cl::opt<bool> rowsDotStream(
+    "gpu-rows-dot-stream", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsDot's mma.sync tiles (bf16 weights): each warp "
+                   "streams its 8 weight rows into shared memory by "
+                   "row-contiguous cp.async (tuning)"));
+
+/// rowsDot's streamed tiles: 32-channel chunks per stage and stages.
+constexpr int64_t kStreamChunks = 8, kStreamStages = 3;
+
 /// Fewest output features for which rowsDot takes mma.sync tiles.
 constexpr int64_t kMmaMinFeatures = 4096;
 
@@ -2420,7 +2435,9 @@ constexpr int64_t kMmaMinFeatures = 4096;
 /// a multiple of 256, several steps' loads in flight), then a butterfly
 /// sum. R > 1 with bf16 x and weights and at least kMmaMinFeatures
 /// features: mma.sync tiles of 16 rows x 8 features per warp (emitMma
-/// below); otherwise tiles of kRowTile rows as for R = 1.
+/// below; with bf16 weights and the kernel's scratch shared memory the
+/// weights stream in by cp.async, emitMmaStream, same sums in the same
+/// order); otherwise tiles of kRowTile rows as for R = 1.
 void rowsDot(GK &g, const RowsDotArgs &args) {
   KB &k = g.k;
   Value x = args.x, idx = args.idx, out = args.out, R = args.R;
@@ -2593,6 +2610,126 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       }
     });
   };
+  // emitMma with the weights streamed (the same products and sums, in the
+  // same order, so the results are bit-identical; on the H200 4-11 %
+  // faster at 2-16 rows, docs/perf.md, eighth session): each warp copies
+  // its 8 rows,
+  // kStreamChunks chunks (512 bytes of each row) per stage, into its own
+  // kStreamStages-stage ring of the kernel's scratch shared memory by
+  // cp.async, each instruction one row's 512 contiguous bytes (the mma
+  // tiles' own loads touch 8 rows at 64 bytes each); the B fragments are
+  // read from there (16-byte pieces XOR-swizzled by row parity: the 8
+  // lanes of a load phase, two rows, hit distinct banks).
+  const int64_t streamStageBytes = 8 * kStreamChunks * 64;
+  auto emitMmaStream = [&] {
+    const int64_t groups = nOut / 8, chunks = inner / 32;
+    const int64_t steps = chunks / kStreamChunks;
+    MLIRContext *ctx = k.b.getContext();
+    auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+    auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+    auto vec = VectorType::get({4}, k.i32);
+    Value tiles = k.idiv(k.iadd(R, k.c(15)), k.c(16));
+    Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
+    Value lastRow = k.iadd(R, k.c(-1));
+    Value ring = k.imul(g.warp, k.c(kStreamStages * streamStageBytes));
+    auto smemAt = [&](Value byte) {
+      return LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(),
+                                 g.scratch, ValueRange{k.toI64(byte)});
+    };
+    // Byte of 16-byte piece `piece` (0..31) of row `row` in stage `st`.
+    auto pieceByte = [&](Value st, Value row, Value piece) {
+      Value swz = k.imul(k.irem(row, k.c(2)), k.c(4));
+      return k.iadd(k.iadd(ring, k.imul(st, k.c(streamStageBytes))),
+                    k.iadd(k.imul(row, k.c(kStreamChunks * 64)),
+                           k.imul(arith::XOrIOp::create(k.b, k.loc, piece, swz),
+                                  k.c(16))));
+    };
+    g.warpLoop(k.imul(tiles, k.c(groups)), [&](Value item) {
+      Value t = k.irem(item, tiles), jg = k.idiv(item, tiles);
+      Value rowA = k.iadd(k.imul(t, k.c(16)), r);
+      Value rowB = k.iadd(rowA, k.c(8));
+      auto xWord = [&](Value row) {
+        Value c = g.imin(row, lastRow);
+        Value src = logits ? k.loadIndex(idx, c) : c;
+        return k.imul(src, k.c(inner / 2));
+      };
+      Value xa = xWord(rowA), xb = xWord(rowB);
+      SmallVector<Value> rowBase, rowOff;
+      for (int64_t rr = 0; rr < 8; ++rr) {
+        std::pair<WeightRef, Value> wAt =
+            args.wRow(k.iadd(k.imul(jg, k.c(8)), k.c(rr)));
+        rowBase.push_back(
+            LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, wAt.first.base));
+        rowOff.push_back(wAt.second);
+      }
+      auto issue = [&](Value st) {
+        Value stage = k.irem(st, k.c(kStreamStages));
+        for (int64_t rr = 0; rr < 8; ++rr) {
+          Value elem =
+              k.iadd(rowOff[rr], k.iadd(k.imul(st, k.c(kStreamChunks * 32)),
+                                        k.imul(g.lane, k.c(8))));
+          Value from =
+              LLVM::GEPOp::create(k.b, k.loc, globalT, k.i16, rowBase[rr],
+                                  ValueRange{k.toI64(elem)});
+          NVVM::CpAsyncOp::create(
+              k.b, k.loc, smemAt(pieceByte(stage, k.c(rr), g.lane)), from, 16,
+              NVVM::LoadCacheModifierKind::CG, Value());
+        }
+      };
+      auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
+      for (int64_t st = 0; st + 1 < kStreamStages; ++st) {
+        if (st < steps)
+          issue(k.c(st));
+        commit();
+      }
+      SmallVector<Value> init(4, k.cf(0));
+      SmallVector<Value> c = k.reduceN(
+          k.c(0), k.c(steps), init,
+          [&](Value st, ValueRange a) -> SmallVector<Value> {
+            // Step st's copies (all lanes') have landed; every lane is
+            // past its reads of step st - 1, whose stage is refilled.
+            NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, kStreamStages - 2);
+            NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
+            Value next = k.iadd(st, k.c(kStreamStages - 1));
+            k.ifThen(k.icmp(CmpI::ult, next, k.c(steps)), [&] { issue(next); });
+            commit();
+            Value stage = k.irem(st, k.c(kStreamStages));
+            SmallVector<Value> acc(a.begin(), a.end());
+            for (int64_t ch = 0; ch < kStreamChunks; ++ch) {
+              Value piece = k.iadd(k.c(ch * 4), quad);
+              Value wv = LLVM::LoadOp::create(
+                  k.b, k.loc, vec, smemAt(pieceByte(stage, r, piece)), 16);
+              SmallVector<Value> wq;
+              for (int64_t e = 0; e < 4; ++e)
+                wq.push_back(
+                    LLVM::ExtractElementOp::create(k.b, k.loc, wv, g.ci32(e)));
+              Value at =
+                  k.iadd(k.imul(k.iadd(k.imul(st, k.c(kStreamChunks)), k.c(ch)),
+                                k.c(16)),
+                         k.imul(quad, k.c(4)));
+              SmallVector<Value> ua = g.loadWords(x, k.iadd(xa, at), 4, true);
+              SmallVector<Value> ub = g.loadWords(x, k.iadd(xb, at), 4, true);
+              for (int64_t half = 0; half < 2; ++half)
+                acc = g.mma({ua[2 * half], ub[2 * half], ua[2 * half + 1],
+                             ub[2 * half + 1]},
+                            {wq[2 * half], wq[2 * half + 1]}, acc);
+            }
+            return acc;
+          });
+      // The ring is free once every lane is past its last reads.
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+      NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
+      Value col = k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2)));
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = h ? rowB : rowA;
+        k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
+          for (int64_t e = 0; e < 2; ++e)
+            k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), k.iadd(col, k.c(e))),
+                     c[2 * h + e], oe);
+        });
+      }
+    });
+  };
   // One warp per 8 features leaves too few warps for narrow outputs (the
   // K and V projections, 512 features: 64 warps): those keep kRowTile rows
   // per warp and feature.
@@ -2619,6 +2756,10 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   const bool mma = xe.isBF16() &&
                    ((we.isBF16() && !args.wPacked.packed) || packedMma) &&
                    inner % 32 == 0 && nOut % 8 == 0 && nOut >= kMmaMinFeatures;
+  const bool stream =
+      rowsDotStream && g.scratch && !args.wPacked.packed &&
+      (inner / 32) % kStreamChunks == 0 &&
+      g.warps * kStreamStages * streamStageBytes <= g.scratchBytes;
   g.ifElse(
       g.eq(R, k.c(1)), {},
       [&] {
@@ -2637,7 +2778,9 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         return SmallVector<Value>{};
       },
       [&] {
-        if (mma)
+        if (mma && stream)
+          emitMmaStream();
+        else if (mma)
           emitMma();
         else
           emitTiles(kRowTile);
@@ -3106,7 +3249,11 @@ void wideTileSwitch(
               return {};
             },
             [&]() -> SmallVector<Value> {
+              g.scratch = smem;
+              g.scratchBytes = wgmma::kWideSharedBytes;
               small();
+              g.scratch = Value();
+              g.scratchBytes = 0;
               return {};
             });
         return {};
