@@ -362,6 +362,18 @@ int main(int argc, char **argv) {
             std::sort(row.begin(), row.end());
             std::sort(expect.begin(), expect.end());
             mismatches += row != expect;
+            if (row != expect && std::getenv("MSAC_CHECK_VERBOSE")) {
+              auto list = [](const std::vector<int32_t> &v) {
+                std::string s;
+                for (int32_t b : v)
+                  s += (s.empty() ? "" : ",") + std::to_string(b);
+                return s;
+              };
+              std::printf("  token %lld group %lld: blocks {%s}, reference "
+                          "{%s} (token margin %.2e)\n",
+                          static_cast<long long>(t), static_cast<long long>(g),
+                          list(row).c_str(), list(expect).c_str(), margins[t]);
+            }
           }
         }
         bool pass =
