@@ -400,6 +400,7 @@ std::vector<float> M3Reference::forward(Sequence &seq,
   std::vector<float> logits;
   selections.clear();
   margins.clear();
+  followed = 0;
 
   for (size_t t = 0; t < tokens.size(); ++t) {
     const int64_t p = seq.length; // this token's position
@@ -463,9 +464,30 @@ std::vector<float> M3Reference::forward(Sequence &seq,
             for (int64_t b0 = s.initBlocks; b0 <= L - s.localBlocks; ++b0)
               if (std::find(blocks.begin(), blocks.end(), b0) == blocks.end())
                 bestRejected = std::max(bestRejected, scores[b0]);
-            margin = std::min<double>(
-                margin, (lastChosen - bestRejected) /
-                            std::max(1.0f, std::fabs(lastChosen)));
+            const double scale = std::max(1.0f, std::fabs(lastChosen));
+            const double own = (lastChosen - bestRejected) / scale;
+            margin = std::min<double>(margin, own);
+            // A near tie: take the followed choice when each of its blocks
+            // scores within the bound of the last chosen one.
+            if (follow && own < follow->bound) {
+              auto it = follow->blocks.find(l);
+              if (it != follow->blocks.end() && t < it->second.size() &&
+                  g < int64_t(it->second[t].size())) {
+                const std::vector<int32_t> &other = it->second[t][g];
+                bool admissible = other.size() == blocks.size();
+                for (int32_t b0 : other)
+                  admissible &=
+                      b0 >= 0 && b0 <= L &&
+                      (lastChosen - scores[b0]) / scale <= follow->bound;
+                std::vector<int32_t> a = other, b = blocks;
+                std::sort(a.begin(), a.end());
+                std::sort(b.begin(), b.end());
+                if (admissible && a != b) {
+                  blocks = other;
+                  ++followed;
+                }
+              }
+            }
           }
           perToken.back().push_back(blocks);
           for (int64_t head = g * group; head < (g + 1) * group; ++head)
@@ -514,13 +536,40 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
           return biased[a] != biased[b] ? biased[a] > biased[b] : a < b;
         });
+        if (c.numExperts > c.expertsPerToken) {
+          const double own = biased[order[c.expertsPerToken - 1]] -
+                             biased[order[c.expertsPerToken]];
+          margin = std::min<double>(margin, own);
+          // A near tie: take the followed experts when each scores within
+          // the bound of the last chosen one (in the reference's order).
+          const std::vector<std::vector<int32_t>> *others = nullptr;
+          if (follow && own < follow->bound)
+            if (auto it = follow->experts.find(l); it != follow->experts.end())
+              others = &it->second;
+          if (others && t < others->size()) {
+            std::vector<int32_t> other = (*others)[t];
+            bool admissible = int64_t(other.size()) == c.expertsPerToken;
+            for (int32_t e : other)
+              admissible &= e >= 0 && e < c.numExperts &&
+                            biased[order[c.expertsPerToken - 1]] - biased[e] <=
+                                follow->bound;
+            std::vector<int64_t> chosen(order.begin(),
+                                        order.begin() + c.expertsPerToken);
+            std::vector<int64_t> want(other.begin(), other.end());
+            std::sort(chosen.begin(), chosen.end());
+            std::sort(want.begin(), want.end());
+            if (admissible && chosen != want) {
+              std::sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+                return biased[a] != biased[b] ? biased[a] > biased[b] : a < b;
+              });
+              std::copy(want.begin(), want.end(), order.begin());
+              ++followed;
+            }
+          }
+        }
         float total = 0;
         for (int64_t i = 0; i < c.expertsPerToken; ++i)
           total += score[order[i]];
-        if (c.numExperts > c.expertsPerToken)
-          margin =
-              std::min<double>(margin, biased[order[c.expertsPerToken - 1]] -
-                                           biased[order[c.expertsPerToken]]);
         std::vector<float> routed(H, 0.0f);
         for (int64_t i = 0; i < c.expertsPerToken; ++i) {
           int64_t e = order[i];

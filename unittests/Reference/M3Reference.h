@@ -124,6 +124,27 @@ public:
 
   const ckpt::ModelConfig &config() const { return cfg; }
 
+  /// Discrete choices another implementation made for the tokens of the
+  /// next `forward` call: per MSA layer [token][group][k] block ids, per
+  /// MoE layer [token][k] expert ids. Where the reference's own decision
+  /// is a near tie (its margin, as lastMargins measures it, below `bound`)
+  /// and the other choice is admissible (each of its blocks or experts
+  /// scores within `bound` of the reference's last chosen one), `forward`
+  /// takes that choice, so that later tokens read the same caches and
+  /// hidden states: a near tie at one token then cannot look like an error
+  /// at another. The token's margin still records the near tie.
+  struct Choices {
+    std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> blocks;
+    std::map<int64_t, std::vector<std::vector<int32_t>>> experts;
+    double bound = 0;
+  };
+  /// Follows `choices` (not owned; null: the reference's own choices) in
+  /// the next `forward` calls.
+  void followChoices(const Choices *choices) { follow = choices; }
+  /// How many decisions the last `forward` call took from the followed
+  /// choices.
+  int64_t lastFollowed() const { return followed; }
+
   /// Cache element formats (msa-m3-spec.md §4.1): keys and values / index
   /// keys go through roundTripCache (per head) when appended; by default
   /// they stay BF16.
@@ -150,6 +171,8 @@ private:
   std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> selections;
   std::vector<double> margins;
   CacheFormat kvFormat = CacheFormat::BF16, indexFormat = CacheFormat::BF16;
+  const Choices *follow = nullptr;
+  int64_t followed = 0;
 };
 
 } // namespace msac::reference

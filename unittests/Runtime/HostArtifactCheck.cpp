@@ -306,20 +306,83 @@ int main(int argc, char **argv) {
                   "", static_cast<long long>(e.worstRow), e.worstMargin);
   };
 
+  // msac's discrete choices in the last step `h` ran (T tokens): the
+  // blocks of each MSA layer (msa.block_topk, [group][T][k]) and the
+  // experts of each MoE layer (msa.moe_router's i32 result, [T][K]), rows
+  // [first, first + count) stored as tokens [at, at + count) of `into`.
+  // The reference follows them at its own near ties (M3Reference::
+  // followChoices): an earlier token's near tie, decided the other way by
+  // msac, then reaches later tokens through the caches in both, instead of
+  // showing up as their error.
+  using Choices = reference::M3Reference::Choices;
+  auto collect = [&](Harness &h, int64_t T, int64_t first, int64_t count,
+                     int64_t at, Choices &into) {
+    const ckpt::ModelConfig &c = ref->config();
+    std::vector<int64_t> msaLayers, moeLayers;
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+      if (c.layers[l].attention == ckpt::AttentionKind::Sparse)
+        msaLayers.push_back(l);
+      if (c.layers[l].mlp != ckpt::MlpKind::Dense)
+        moeLayers.push_back(l);
+    }
+    size_t msa = 0, moe = 0;
+    int64_t lastExperts = -1;
+    for (const runtime::Step &step : artifact->prefillSchedule()) {
+      if (step.op == "msa.block_topk" && msa < msaLayers.size()) {
+        const auto *d = static_cast<const int32_t *>(
+            h.model.bufferData(step.buffers.back()));
+        const int64_t groups = c.numKVHeads, k = c.sparse.topkBlocks;
+        auto &rows = into.blocks[msaLayers[msa++]];
+        rows.resize(std::max<size_t>(rows.size(), at + count));
+        for (int64_t i = 0; i < count; ++i) {
+          rows[at + i].clear();
+          for (int64_t g = 0; g < groups; ++g)
+            rows[at + i].emplace_back(d + (g * T + first + i) * k,
+                                      d + (g * T + first + i + 1) * k);
+        }
+      } else if (step.op == "msa.moe_router") {
+        // The expert ids: the launch's i32 buffer (a GPU launch adds a
+        // workspace after the results, and may run in parts).
+        int64_t ids = -1;
+        for (int64_t b : step.buffers)
+          if (artifact->buffers()[b].dtype == "i32")
+            ids = b;
+        if (ids < 0 || ids == lastExperts || moe >= moeLayers.size())
+          continue;
+        lastExperts = ids;
+        const auto *d = static_cast<const int32_t *>(h.model.bufferData(ids));
+        const int64_t K = c.expertsPerToken;
+        auto &rows = into.experts[moeLayers[moe++]];
+        rows.resize(std::max<size_t>(rows.size(), at + count));
+        for (int64_t i = 0; i < count; ++i)
+          rows[at + i].assign(d + (first + i) * K, d + (first + i + 1) * K);
+      }
+    }
+  };
+
   const std::vector<int64_t> lengths =
       quick ? std::vector<int64_t>{1, 129, 300}
             : std::vector<int64_t>{1, 127, 128, 129, 2049, 2100};
+  int64_t followed = 0;
   for (int64_t length : lengths) {
     std::vector<int32_t> tokens = prompt(length, length, vocab);
-    auto seq = ref->newSequence();
-    std::vector<float> want = ref->forward(seq, tokens);
-    const std::vector<double> margins = ref->lastMargins();
+    std::vector<float> want;
+    std::vector<double> margins;
 
     { // One-shot prefill.
       Harness h(*artifact, *ref);
       Pages pages = h.pagePool();
       h.reserve(0, length, pages);
       std::vector<float> got = h.step({{0, 0, tokens}});
+      Choices choices;
+      choices.bound = kTieMargin;
+      collect(h, length, 0, length, 0, choices);
+      auto seq = ref->newSequence();
+      ref->followChoices(&choices);
+      want = ref->forward(seq, tokens);
+      ref->followChoices(nullptr);
+      followed += ref->lastFollowed();
+      margins = ref->lastMargins();
       Errors e;
       e.add(got.data(), want.data(), got.size(), margins.data(), vocab);
       if (std::getenv("MSAC_CHECK_VERBOSE"))
@@ -430,15 +493,36 @@ int main(int argc, char **argv) {
     std::vector<std::tuple<int64_t, int64_t, std::vector<int32_t>>> parts;
     for (size_t s = 0; s < lengths.size(); ++s) {
       prompts.push_back(prompt(lengths[s] + 1, 100 + s, vocab));
-      auto seq = ref->newSequence();
-      wants.push_back(ref->forward(seq, prompts[s]));
-      wantMargins.push_back(ref->lastMargins());
       h.reserve(static_cast<int64_t>(s), lengths[s] + 1, pages);
       parts.push_back(
           {static_cast<int64_t>(s), 0,
            std::vector<int32_t>(prompts[s].begin(), prompts[s].end() - 1)});
     }
+    // msac's steps first, so that the reference can follow its choices.
+    int64_t total = 0;
+    for (int64_t n : lengths)
+      total += n;
     std::vector<float> got = h.step(parts);
+    std::vector<Choices> choices(lengths.size());
+    for (size_t s = 0, row = 0; s < lengths.size(); row += lengths[s++]) {
+      choices[s].bound = kTieMargin;
+      collect(h, total, row, lengths[s], 0, choices[s]);
+    }
+    std::vector<std::tuple<int64_t, int64_t, std::vector<int32_t>>> decode;
+    for (size_t s = 0; s < lengths.size(); ++s)
+      decode.push_back(
+          {static_cast<int64_t>(s), lengths[s], {prompts[s].back()}});
+    std::vector<float> next = h.step(decode);
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      collect(h, static_cast<int64_t>(lengths.size()), s, 1, lengths[s],
+              choices[s]);
+      auto seq = ref->newSequence();
+      ref->followChoices(&choices[s]);
+      wants.push_back(ref->forward(seq, prompts[s]));
+      ref->followChoices(nullptr);
+      followed += ref->lastFollowed();
+      wantMargins.push_back(ref->lastMargins());
+    }
     Errors e;
     int64_t row = 0;
     for (size_t s = 0; s < lengths.size(); ++s) {
@@ -446,11 +530,6 @@ int main(int argc, char **argv) {
             wantMargins[s].data(), vocab);
       row += lengths[s];
     }
-    std::vector<std::tuple<int64_t, int64_t, std::vector<int32_t>>> decode;
-    for (size_t s = 0; s < lengths.size(); ++s)
-      decode.push_back(
-          {static_cast<int64_t>(s), lengths[s], {prompts[s].back()}});
-    std::vector<float> next = h.step(decode);
     for (size_t s = 0; s < lengths.size(); ++s)
       e.add(next.data() + s * vocab, wants[s].data() + lengths[s] * vocab,
             vocab, wantMargins[s].data() + lengths[s], vocab);
@@ -458,6 +537,8 @@ int main(int argc, char **argv) {
                  : "batch of 3 (129, 2049, 40) + decode",
            e);
   }
+  std::printf("reference: followed msac's choice at %lld near ties\n",
+              static_cast<long long>(followed));
   std::printf("%s\n", ok ? "msac-host-check: all comparisons passed"
                          : "msac-host-check: FAILED");
   return ok ? 0 : 1;
