@@ -2613,13 +2613,12 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   // emitMma with the weights streamed (the same products and sums, in the
   // same order, so the results are bit-identical; on the H200 4-11 %
   // faster at 2-16 rows, docs/perf.md, eighth session): each warp copies
-  // its 8 rows,
-  // kStreamChunks chunks (512 bytes of each row) per stage, into its own
-  // kStreamStages-stage ring of the kernel's scratch shared memory by
-  // cp.async, each instruction one row's 512 contiguous bytes (the mma
-  // tiles' own loads touch 8 rows at 64 bytes each); the B fragments are
-  // read from there (16-byte pieces XOR-swizzled by row parity: the 8
-  // lanes of a load phase, two rows, hit distinct banks).
+  // its 8 rows, kStreamChunks chunks (512 bytes of each row) per stage,
+  // into its own kStreamStages-stage ring of the kernel's scratch shared
+  // memory by cp.async, each instruction one row's 512 contiguous bytes
+  // (the mma tiles' own loads touch 8 rows at 64 bytes each); the B
+  // fragments are read from there (16-byte pieces XOR-swizzled by row
+  // parity: the 8 lanes of a load phase, two rows, hit distinct banks).
   const int64_t streamStageBytes = 8 * kStreamChunks * 64;
   auto emitMmaStream = [&] {
     const int64_t groups = nOut / 8, chunks = inner / 32;
@@ -3841,11 +3840,6 @@ struct PrologueShape {
   int64_t heads[kKinds], start[kKinds], totalHeads = 0;
 };
 
-/// True when msa.attention_prologue has GPU kernels: bf16 activations and
-/// weights, heads of kTileN channels in every branch (the tile holds one
-/// head, so the norm and RoPE see a whole head), bf16, f32, FP8 E4M3 or
-/// NVFP4 caches, a rotated half of whole 8-channel groups (RoPE pairs then
-/// sit in one thread's accumulators), H a multiple of 256.
 /// How the kernels would read projection weight `w` of the prologue: its
 /// element type, and for a `bsq.dequantize` of a `bsq.pack` the quantized
 /// type, the payload and scale element types and how the global scale is
@@ -3877,6 +3871,13 @@ bool prologueTiled(const PrologueShape &s) {
   return true;
 }
 
+/// True when msa.attention_prologue has GPU kernels: bf16 activations;
+/// bf16 weights, or FP32 ones of one form in every branch (block-scaled,
+/// prologueWeightForm; the warp path only); heads of kTileN channels in
+/// every branch (the tile holds one
+/// head, so the norm and RoPE see a whole head), bf16, f32, FP8 E4M3 or
+/// NVFP4 caches, a rotated half of whole 8-channel groups (RoPE pairs then
+/// sit in one thread's accumulators), H a multiple of 256.
 bool prologueFits(msa::AttentionPrologueOp op, int64_t threads) {
   if (threads != wgmma::kThreads)
     return false;
