@@ -10,7 +10,16 @@
 // weights with the same recipe (ckpt::quantizeCheckpointWeights).
 //
 // MSAC_CHECK_VERBOSE=1 also lists each one-shot-prefill row whose worst
-// logit error exceeds 0.1, with its decision margin.
+// logit error exceeds 0.1, with its decision margin, and each block set
+// that differs from the reference's. MSAC_CHECK_CACHES=1 counts, after
+// each one-shot prefill, the values of every NVFP4 cache that differ from
+// the reference's (per 128-token block).
+//
+// Near ties: msac's step runs first; where the reference's own block or
+// expert decision is a near tie (margin below kTieMargin) and msac's
+// choice is admissible, the reference takes msac's choice
+// (M3Reference::followChoices), so that later tokens are compared on the
+// same caches; the near-tie token itself is left out of the max error.
 //
 // --quick runs prompts of 1, 129 and 300 tokens only (for the quantized
 // variants, whose loading path differs but whose kernels are the same).
@@ -383,6 +392,55 @@ int main(int argc, char **argv) {
       ref->followChoices(nullptr);
       followed += ref->lastFollowed();
       margins = ref->lastMargins();
+      // MSAC_CHECK_CACHES: how many NVFP4 cache values (per 128-token
+      // block) differ from the reference's, per cache of the artifact.
+      if (std::getenv("MSAC_CHECK_CACHES"))
+        for (size_t id = 0; id < artifact->buffers().size(); ++id) {
+          const runtime::Buffer &b = artifact->buffers()[id];
+          if (b.kind != runtime::Buffer::Kind::Cache || b.dtype != "nvfp4")
+            continue;
+          const size_t dot = b.name.rfind('.');
+          const std::string role = b.name.substr(0, dot);
+          const int64_t l = std::stoll(b.name.substr(dot + 1));
+          const int64_t D = b.headDim, P = b.pageSize, heads = b.heads;
+          const int64_t pageBytes = heads * P * (D / 2 + D / 16);
+          const auto *bytes =
+              static_cast<const uint8_t *>(h.model.bufferData(id));
+          std::vector<int64_t> perBlock((length + P - 1) / P, 0);
+          double worst = 0;
+          for (int64_t head = 0; head < heads; ++head) {
+            const std::vector<float> &want =
+                role == "index_cache"
+                    ? seq.indexKeys[l]
+                    : (role == "k_cache"
+                           ? seq.keys
+                           : seq.values)[l * ref->config().numKVHeads + head];
+            for (int64_t p = 0; p < length; ++p) {
+              const int64_t page = h.table[p / P], slot = p % P;
+              const uint8_t *codes =
+                  bytes + page * pageBytes + (head * P + slot) * (D / 2);
+              const uint8_t *scales = bytes + page * pageBytes +
+                                      heads * P * (D / 2) +
+                                      (head * P + slot) * (D / 16);
+              for (int64_t c = 0; c < D; ++c) {
+                const uint8_t code =
+                    c % 2 ? codes[c / 2] >> 4 : codes[c / 2] & 15;
+                const float got =
+                    reference::dequantizeNVFP4ToFP8(code, scales[c / 16]);
+                const double d = std::fabs(double(got) - want[p * D + c]);
+                perBlock[p / P] += d > 0;
+                worst = std::max(worst, d);
+              }
+            }
+          }
+          std::string counts;
+          for (int64_t n : perBlock)
+            counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+          std::printf("  %s (%lld tokens): values differing per block %s, "
+                      "max |diff| %.3g\n",
+                      b.name.c_str(), static_cast<long long>(length),
+                      counts.c_str(), worst);
+        }
       Errors e;
       e.add(got.data(), want.data(), got.size(), margins.data(), vocab);
       if (std::getenv("MSAC_CHECK_VERBOSE"))
