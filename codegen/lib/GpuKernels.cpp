@@ -2519,6 +2519,27 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       }
     });
   };
+  // The mma tiles' shared pieces: the word offset of x row `row` (rows
+  // past R read row R - 1), and the store of a lane's sums c (rows rowA
+  // and rowB = rowA + 8, features 8 jg + 2 quad and + 1; rows past R not
+  // stored).
+  auto mmaXWord = [&](Value row) {
+    Value c = g.imin(row, k.iadd(R, k.c(-1)));
+    Value src = logits ? k.loadIndex(idx, c) : c;
+    return k.imul(src, k.c(inner / 2));
+  };
+  auto storeMmaTile = [&](ArrayRef<Value> c, Value jg, Value quad, Value rowA,
+                          Value rowB) {
+    Value col = k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2)));
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = h ? rowB : rowA;
+      k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
+        for (int64_t e = 0; e < 2; ++e)
+          k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), k.iadd(col, k.c(e))),
+                   c[2 * h + e], oe);
+      });
+    }
+  };
   // Tensor-core tiles (bf16 x and weights): 16 rows of x times 8 weight
   // rows per warp item, mma.sync m16n8k16 with FP32 sums. Each lane reads
   // 16 contiguous bytes of its weight row (row lane / 4) and of its two x
@@ -2545,15 +2566,9 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       // together, so the rows come from L2 after the first.
       Value t = k.irem(item, tiles), jg = k.idiv(item, tiles);
       Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
-      Value lastRow = k.iadd(R, k.c(-1));
       Value rowA = k.iadd(k.imul(t, k.c(16)), r);
       Value rowB = k.iadd(rowA, k.c(8));
-      auto xWord = [&](Value row) {
-        Value c = g.imin(row, lastRow);
-        Value src = logits ? k.loadIndex(idx, c) : c;
-        return k.imul(src, k.c(inner / 2));
-      };
-      Value xa = xWord(rowA), xb = xWord(rowB);
+      Value xa = mmaXWord(rowA), xb = mmaXWord(rowB);
       std::pair<WeightRef, Value> wAt =
           args.wRow(k.iadd(k.imul(jg, k.c(8)), r));
       WeightRef wr = weightRef(wAt.first);
@@ -2599,15 +2614,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
           for (Value &v : c)
             v = k.mul(v, tail);
       }
-      Value col = k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2)));
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = h ? rowB : rowA;
-        k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
-          for (int64_t e = 0; e < 2; ++e)
-            k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), k.iadd(col, k.c(e))),
-                     c[2 * h + e], oe);
-        });
-      }
+      storeMmaTile(c, jg, quad, rowA, rowB);
     });
   };
   // emitMma with the weights streamed (the same products and sums, in the
@@ -2629,7 +2636,6 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     auto vec = VectorType::get({4}, k.i32);
     Value tiles = k.idiv(k.iadd(R, k.c(15)), k.c(16));
     Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
-    Value lastRow = k.iadd(R, k.c(-1));
     Value ring = k.imul(g.warp, k.c(kStreamStages * streamStageBytes));
     auto smemAt = [&](Value byte) {
       return LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(),
@@ -2647,12 +2653,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       Value t = k.irem(item, tiles), jg = k.idiv(item, tiles);
       Value rowA = k.iadd(k.imul(t, k.c(16)), r);
       Value rowB = k.iadd(rowA, k.c(8));
-      auto xWord = [&](Value row) {
-        Value c = g.imin(row, lastRow);
-        Value src = logits ? k.loadIndex(idx, c) : c;
-        return k.imul(src, k.c(inner / 2));
-      };
-      Value xa = xWord(rowA), xb = xWord(rowB);
+      Value xa = mmaXWord(rowA), xb = mmaXWord(rowB);
       SmallVector<Value> rowBase, rowOff;
       for (int64_t rr = 0; rr < 8; ++rr) {
         std::pair<WeightRef, Value> wAt =
@@ -2718,15 +2719,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       // The ring is free once every lane is past its last reads.
       NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
       NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
-      Value col = k.iadd(k.imul(jg, k.c(8)), k.imul(quad, k.c(2)));
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = h ? rowB : rowA;
-        k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
-          for (int64_t e = 0; e < 2; ++e)
-            k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), k.iadd(col, k.c(e))),
-                     c[2 * h + e], oe);
-        });
-      }
+      storeMmaTile(c, jg, quad, rowA, rowB);
     });
   };
   // One warp per 8 features leaves too few warps for narrow outputs (the
