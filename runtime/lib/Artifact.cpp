@@ -39,7 +39,9 @@ namespace {
 std::string checkSharedObject(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return path + ": cannot load the host kernels: " + std::strerror(errno);
+    return path + ": cannot load the host kernels: " + std::strerror(errno) +
+           "; the artifact is incomplete: compile it again with msac compile "
+           "(--target host)";
   std::string bytes((std::istreambuf_iterator<char>(in)),
                     std::istreambuf_iterator<char>());
   auto corrupt = [&](const std::string &why) {
@@ -348,7 +350,9 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     if (!a->stripped) {
       fd = ::open(weightsPath.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) {
-        error = weightsPath + ": cannot open: " + std::strerror(errno);
+        error = weightsPath + ": cannot open: " + std::strerror(errno) +
+                "; the artifact is incomplete: compile it again with msac "
+                "compile";
         return nullptr;
       }
       struct stat st;

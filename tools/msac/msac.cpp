@@ -331,7 +331,7 @@ std::optional<ckpt::WeightRecipe> weightRecipe(bool &bad) {
       ckpt::parseWeightRecipe(quantizeWeights.getValue());
   if (!recipe) {
     bad = true;
-    usageError("--quantize-weights '" + quantizeWeights + "' is no recipe; " +
+    usageError("--quantize-weights '" + quantizeWeights + "' is not a recipe; " +
                "use one of " + ckpt::weightRecipeList());
   }
   return recipe;
