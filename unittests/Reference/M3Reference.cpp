@@ -131,6 +131,54 @@ msac::reference::selectBlocks(const std::vector<float> &scores,
   return out;
 }
 
+bool msac::reference::followBlocks(const std::vector<float> &scores,
+                                   int64_t position, int64_t blockSize,
+                                   float lastChosen, double bound,
+                                   const std::vector<int32_t> &other,
+                                   std::vector<int32_t> &blocks) {
+  const int64_t last = position / blockSize;
+  const double scale = std::max(1.0f, std::fabs(lastChosen));
+  if (other.size() != blocks.size())
+    return false;
+  // Blocks in both lists (the forced local and init blocks among them)
+  // need no check; each other one must be a real block within the bound.
+  for (int32_t b : other)
+    if (std::find(blocks.begin(), blocks.end(), b) == blocks.end() &&
+        (b < 0 || b > last || (lastChosen - scores[b]) / scale > bound))
+      return false;
+  std::vector<int32_t> a = other, mine = blocks;
+  std::sort(a.begin(), a.end());
+  std::sort(mine.begin(), mine.end());
+  if (a == mine)
+    return false;
+  blocks = other;
+  return true;
+}
+
+bool msac::reference::followExperts(const std::vector<float> &biased, int64_t k,
+                                    double bound,
+                                    const std::vector<int32_t> &other,
+                                    std::vector<int64_t> &order) {
+  const int64_t n = static_cast<int64_t>(biased.size());
+  if (static_cast<int64_t>(other.size()) != k || k < 1 || k > n)
+    return false;
+  const float kth = biased[order[k - 1]];
+  for (int32_t e : other)
+    if (e < 0 || e >= n || kth - biased[e] > bound)
+      return false;
+  std::vector<int64_t> chosen(order.begin(), order.begin() + k);
+  std::vector<int64_t> want(other.begin(), other.end());
+  std::sort(chosen.begin(), chosen.end());
+  std::sort(want.begin(), want.end());
+  if (chosen == want)
+    return false;
+  std::sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+    return biased[a] != biased[b] ? biased[a] > biased[b] : a < b;
+  });
+  std::copy(want.begin(), want.end(), order.begin());
+  return true;
+}
+
 float msac::reference::attend(const float *q, const float *keys,
                               const float *values, int64_t numKeys, int64_t dim,
                               int64_t position, float scale,
@@ -464,29 +512,17 @@ std::vector<float> M3Reference::forward(Sequence &seq,
             for (int64_t b0 = s.initBlocks; b0 <= L - s.localBlocks; ++b0)
               if (std::find(blocks.begin(), blocks.end(), b0) == blocks.end())
                 bestRejected = std::max(bestRejected, scores[b0]);
-            const double scale = std::max(1.0f, std::fabs(lastChosen));
-            const double own = (lastChosen - bestRejected) / scale;
+            const double own = (lastChosen - bestRejected) /
+                               std::max(1.0f, std::fabs(lastChosen));
             margin = std::min<double>(margin, own);
-            // A near tie: take the followed choice when each of its blocks
-            // scores within the bound of the last chosen one.
+            // A near tie: take the followed choice if admissible.
             if (follow && own < follow->bound) {
               auto it = follow->blocks.find(l);
               if (it != follow->blocks.end() && t < it->second.size() &&
-                  g < int64_t(it->second[t].size())) {
-                const std::vector<int32_t> &other = it->second[t][g];
-                bool admissible = other.size() == blocks.size();
-                for (int32_t b0 : other)
-                  admissible &=
-                      b0 >= 0 && b0 <= L &&
-                      (lastChosen - scores[b0]) / scale <= follow->bound;
-                std::vector<int32_t> a = other, b = blocks;
-                std::sort(a.begin(), a.end());
-                std::sort(b.begin(), b.end());
-                if (admissible && a != b) {
-                  blocks = other;
-                  ++followed;
-                }
-              }
+                  g < int64_t(it->second[t].size()))
+                followed +=
+                    followBlocks(scores, p, B, lastChosen, follow->bound,
+                                 it->second[t][g], blocks);
             }
           }
           perToken.back().push_back(blocks);
@@ -540,32 +576,14 @@ std::vector<float> M3Reference::forward(Sequence &seq,
           const double own = biased[order[c.expertsPerToken - 1]] -
                              biased[order[c.expertsPerToken]];
           margin = std::min<double>(margin, own);
-          // A near tie: take the followed experts when each scores within
-          // the bound of the last chosen one (in the reference's order).
+          // A near tie: take the followed experts if admissible.
           const std::vector<std::vector<int32_t>> *others = nullptr;
           if (follow && own < follow->bound)
             if (auto it = follow->experts.find(l); it != follow->experts.end())
               others = &it->second;
-          if (others && t < others->size()) {
-            std::vector<int32_t> other = (*others)[t];
-            bool admissible = int64_t(other.size()) == c.expertsPerToken;
-            for (int32_t e : other)
-              admissible &= e >= 0 && e < c.numExperts &&
-                            biased[order[c.expertsPerToken - 1]] - biased[e] <=
-                                follow->bound;
-            std::vector<int64_t> chosen(order.begin(),
-                                        order.begin() + c.expertsPerToken);
-            std::vector<int64_t> want(other.begin(), other.end());
-            std::sort(chosen.begin(), chosen.end());
-            std::sort(want.begin(), want.end());
-            if (admissible && chosen != want) {
-              std::sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
-                return biased[a] != biased[b] ? biased[a] > biased[b] : a < b;
-              });
-              std::copy(want.begin(), want.end(), order.begin());
-              ++followed;
-            }
-          }
+          if (others && t < others->size())
+            followed += followExperts(biased, c.expertsPerToken, follow->bound,
+                                      (*others)[t], order);
         }
         float total = 0;
         for (int64_t i = 0; i < c.expertsPerToken; ++i)

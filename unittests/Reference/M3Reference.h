@@ -71,6 +71,27 @@ std::vector<int32_t> selectBlocks(const std::vector<float> &scores,
                                   int64_t blockSize, int64_t local,
                                   int64_t init);
 
+/// The near-tie rule of M3Reference::followChoices for one block decision
+/// of a query at `position`: `other` (another implementation's list of as
+/// many blocks) replaces `blocks` (selectBlocks' list) when it is a
+/// different set and each of its blocks that `blocks` lacks is a block
+/// b <= position / blockSize scoring within `bound` of `lastChosen` (the
+/// score of the last ranked block), relative to max(1, |lastChosen|).
+/// Returns whether it did.
+bool followBlocks(const std::vector<float> &scores, int64_t position,
+                  int64_t blockSize, float lastChosen, double bound,
+                  const std::vector<int32_t> &other,
+                  std::vector<int32_t> &blocks);
+
+/// The same rule for one expert decision: `order` holds the expert ids by
+/// biased score, best first, and the first `k` are chosen; `other` (k
+/// expert ids) replaces them, ranked by biased score, when it is a
+/// different set and each of its experts' biased scores is within `bound`
+/// (absolute) of the k-th best. Returns whether it did.
+bool followExperts(const std::vector<float> &biased, int64_t k, double bound,
+                   const std::vector<int32_t> &other,
+                   std::vector<int64_t> &order);
+
 /// Exact softmax attention of one query head over the keys j <= position
 /// of the listed blocks (-1 entries skipped; order does not matter), or of
 /// all keys j <= position when `blocks` is null (§3.1). FP32; writes `dim`

@@ -83,6 +83,54 @@ TEST(SelectBlocks, ForcedLocalAndInitBlocksAndNaN) {
   EXPECT_EQ(std::count(withInit.begin(), withInit.end(), 0), 1);
 }
 
+TEST(FollowChoices, BlocksWithinTheBoundReplaceTheReferencesChoice) {
+  // Position 3 * 128 + 5: blocks 0..3; top 2 = {1, 3} (3 the local block).
+  // Block 1 scores 10.0 (last chosen), block 0 9.95 (0.5 % below), block 2
+  // 9.0 (10 % below).
+  std::vector<float> scores = {9.95f, 10.0f, 9.0f, 1.0f};
+  const int64_t position = 3 * 128 + 5;
+  std::vector<int32_t> blocks = {1, 3};
+  // Block 0 is within 1 %: taken, in the other implementation's order.
+  EXPECT_TRUE(followBlocks(scores, position, 128, 10.0f, 1e-2, {3, 0}, blocks));
+  EXPECT_EQ(blocks, (std::vector<int32_t>{3, 0}));
+  // Block 2 is 10 % below: kept.
+  blocks = {1, 3};
+  EXPECT_FALSE(
+      followBlocks(scores, position, 128, 10.0f, 1e-2, {2, 3}, blocks));
+  EXPECT_EQ(blocks, (std::vector<int32_t>{1, 3}));
+  // The same set in another order is no change; a block past the
+  // position, a padding id or a list of another length is refused.
+  EXPECT_FALSE(
+      followBlocks(scores, position, 128, 10.0f, 1e-2, {3, 1}, blocks));
+  EXPECT_FALSE(
+      followBlocks(scores, position, 128, 10.0f, 1e-2, {4, 3}, blocks));
+  EXPECT_FALSE(
+      followBlocks(scores, position, 128, 10.0f, 1e-2, {-1, 3}, blocks));
+  EXPECT_FALSE(followBlocks(scores, position, 128, 10.0f, 1e-2, {0}, blocks));
+  EXPECT_EQ(blocks, (std::vector<int32_t>{1, 3}));
+  // Scores below 1 in magnitude: the bound is absolute (max(1, |s|)).
+  std::vector<float> small = {0.195f, 0.2f, 0.0f, 0.0f};
+  blocks = {1, 3};
+  EXPECT_TRUE(followBlocks(small, position, 128, 0.2f, 1e-2, {0, 3}, blocks));
+}
+
+TEST(FollowChoices, ExpertsWithinTheBoundReplaceTheReferencesChoice) {
+  // Biased scores; top 2 = {2, 0}; expert 3 is 0.004 below expert 0, expert
+  // 1 0.3 below.
+  std::vector<float> biased = {0.50f, 0.20f, 0.90f, 0.496f};
+  std::vector<int64_t> order = {2, 0, 3, 1};
+  EXPECT_TRUE(followExperts(biased, 2, 1e-2, {3, 2}, order));
+  // Ranked by biased score: 2, then 3.
+  EXPECT_EQ(order[0], 2);
+  EXPECT_EQ(order[1], 3);
+  order = {2, 0, 3, 1};
+  EXPECT_FALSE(followExperts(biased, 2, 1e-2, {1, 2}, order));
+  EXPECT_FALSE(followExperts(biased, 2, 1e-2, {0, 2}, order)); // same set
+  EXPECT_FALSE(followExperts(biased, 2, 1e-2, {4, 2}, order)); // no expert 4
+  EXPECT_FALSE(followExperts(biased, 2, 1e-2, {3}, order));    // too few
+  EXPECT_EQ(order, (std::vector<int64_t>{2, 0, 3, 1}));
+}
+
 /// A context of `blocks` full blocks whose index keys are the basis vector
 /// e_j for every token of block j (dimension 64).
 std::vector<float> basisKeys(int blocks, int dim) {
