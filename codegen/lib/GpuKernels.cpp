@@ -156,7 +156,7 @@ public:
           gb, k.loc, LLVM::LLVMArrayType::get(k.b.getI8Type(), 0),
           /*isConstant=*/false, LLVM::Linkage::External,
           kGpuDynamicSharedSymbol, Attribute(),
-          /*alignment=*/128, /*addrSpace=*/3);
+          /*alignment=*/1024, /*addrSpace=*/3);
     }
     return LLVM::AddressOfOp::create(k.b, k.loc, global);
   }
@@ -2871,10 +2871,11 @@ bool linearTileFits(Operation *op, int64_t threads) {
          kk % kChunkK == 0 && n % kTileN == 0;
 }
 
-/// The wgmma matrix descriptor (wgmma::descriptor: no swizzle, base offset
-/// 0) of the operand at byte `offset` of the shared array at shared-window
-/// address `smemAddr` (i64).
-Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset) {
+/// The wgmma matrix descriptor (wgmma::descriptor, base offset 0) of the
+/// operand at byte `offset` of the shared array at shared-window address
+/// `smemAddr` (i64): no swizzle, or with `swizzled` the 64-byte swizzle
+/// (wgmma::kSwizzle64Bits).
+Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset, bool swizzled) {
   auto ci64 = [&](uint64_t v) {
     return arith::ConstantOp::create(k.b, k.loc,
                                      k.b.getI64IntegerAttr(int64_t(v)));
@@ -2883,9 +2884,13 @@ Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset) {
   Value start = arith::ShRUIOp::create(
       k.b, k.loc, arith::AndIOp::create(k.b, k.loc, addr, ci64(0x3FFFF)),
       ci64(4));
-  return arith::OrIOp::create(
-      k.b, k.loc, start,
-      ci64(wgmma::descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset)));
+  uint64_t fixed =
+      swizzled
+          ? wgmma::descriptorFixedBits(wgmma::kSwizzleLeadingByteOffset,
+                                       wgmma::kSwizzleStrideByteOffset) |
+                wgmma::kSwizzle64Bits
+          : wgmma::descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset);
+  return arith::OrIOp::create(k.b, k.loc, start, ci64(fixed));
 }
 
 /// The operand rows of one work item of the tile GEMM, both bf16 and
@@ -2899,11 +2904,27 @@ struct TileRows {
   std::function<Value(Value r)> bRow;
 };
 
+static llvm::cl::opt<bool> wgmmaSwizzle(
+    "gpu-wgmma-swizzle", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The tile GEMM stages its operands in the 64-byte "
+                   "swizzled layout (else the no-swizzle core-matrix "
+                   "layout) (tuning)"));
+
+static llvm::cl::opt<bool> wgmmaPipeline(
+    "gpu-wgmma-pipeline", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The wide tile GEMM keeps one chunk's wgmma in flight "
+                   "while it issues the next chunk's barrier and copies "
+                   "(tuning)"));
+
 /// The warpgroup-MMA tile GEMM (sm_90a) shared by msa.linear, msa.logits
 /// and the MoE experts: one CTA of wgmma::kThreads threads computes a
 /// kTileM x kTileN FP32 tile D = A B^T per work item, wgmma.mma_async
 /// m64n128k16 (bf16 in, FP32 accumulators in registers) over K, operands
-/// staged by cp.async in a kStages-deep ring of shared memory.
+/// staged by cp.async in a kStages-deep ring of shared memory, in the
+/// 64-byte swizzled layout (wgmma::swizzledTileByte) unless
+/// --gpu-wgmma-swizzle=false.
 class TileGemm {
 public:
   /// One warpgroup (g's CTA) per kTileM x kTileN tile, its ring in a
@@ -2913,7 +2934,8 @@ public:
     MLIRContext *ctx = k.b.getContext();
     globalT = LLVM::LLVMPointerType::get(ctx, 1);
     sharedT = LLVM::LLVMPointerType::get(ctx, 3);
-    smem = g.sharedSpace(k.b.getI8Type(), kStages * stageBytes(), 128);
+    smem = g.sharedSpace(k.b.getI8Type(), kStages * stageBytes(),
+                         wgmma::kSwizzleAtomBytes);
     smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
     accT = LLVM::LLVMStructType::getLiteral(
         ctx, SmallVector<Type>(kTileM * kTileN / wgmma::kThreads, k.f32));
@@ -2955,19 +2977,33 @@ public:
     // Each thread's copies (wgmma::copyRow(j), wgmma::copyChannel(j) for
     // j = tid, tid + 128, ...): source row pointers, channel and, for A,
     // the 16 or 0 bytes to read.
+    // `to`: the byte of the copy in its stage.
     struct Copy {
       Value from, size, channel;
-      int64_t tileOffset;
-      Value j;
+      Value to;
     };
     SmallVector<Copy> copies;
     auto plan = [&](int64_t nRows, int64_t tileOffset, bool isA) {
       for (int64_t i = 0; i < nRows * kCoreCols / g.threads; ++i) {
         Value j = k.iadd(g.tid, k.c(i * g.threads));
-        Value r = k.iadd(k.imul(k.idiv(j, k.c(8 * kCoreCols)), k.c(8)),
-                         k.irem(j, k.c(8)));
-        Value kc = k.imul(k.irem(k.idiv(j, k.c(8)), k.c(kCoreCols)), k.c(8));
-        Copy c{Value(), Value(), kc, tileOffset, j};
+        Value r, kc, to;
+        if (swizzled) {
+          // wgmma::swizzledCopyRow / swizzledCopyChannel / swizzledTileByte.
+          r = k.idiv(j, k.c(kCoreCols));
+          Value u = k.irem(j, k.c(kCoreCols));
+          kc = k.imul(u, k.c(8));
+          Value piece = arith::XOrIOp::create(
+              k.b, k.loc, u, k.irem(k.idiv(r, k.c(2)), k.c(4)));
+          to = k.iadd(k.imul(r, k.c(wgmma::kSwizzleRowBytes)),
+                      k.imul(piece, k.c(16)));
+        } else {
+          // wgmma::copyRow / copyChannel; tileByte is 16 j.
+          r = k.iadd(k.imul(k.idiv(j, k.c(8 * kCoreCols)), k.c(8)),
+                     k.irem(j, k.c(8)));
+          kc = k.imul(k.irem(k.idiv(j, k.c(8)), k.c(kCoreCols)), k.c(8));
+          to = k.imul(j, k.c(16));
+        }
+        Copy c{Value(), Value(), kc, k.iadd(to, k.c(tileOffset))};
         if (isA) {
           auto [from, valid] = rows.aRow(r);
           c.from = from;
@@ -2990,18 +3026,21 @@ public:
         Value from =
             LLVM::GEPOp::create(k.b, k.loc, globalT, k.i16, c.from,
                                 ValueRange{k.toI64(k.iadd(k0, c.channel))});
-        Value to = LLVM::GEPOp::create(
-            k.b, k.loc, sharedT, k.b.getI8Type(), smem,
-            ValueRange{k.toI64(k.iadd(base, k.c(c.tileOffset)))});
-        to = LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), to,
-                                 ValueRange{k.toI64(k.imul(c.j, k.c(16)))});
+        Value to =
+            LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+                                ValueRange{k.toI64(k.iadd(base, c.to))});
         NVVM::CpAsyncOp::create(k.b, k.loc, to, from, 16,
                                 NVVM::LoadCacheModifierKind::CG, c.size);
       }
     };
     auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
 
-    for (int64_t s = 0; s + 1 < stages; ++s) {
+    // Chunks in flight ahead of the one being multiplied: with pipelined
+    // wgmma the stage of chunk c - 1 is still being read while chunk c is
+    // multiplied, so one stage fewer is refilled.
+    const int64_t ahead = pipelined ? stages - 2 : stages - 1;
+    assert(ahead >= 1 && "the ring needs a stage to fill ahead");
+    for (int64_t s = 0; s < ahead; ++s) {
       if (s < chunks)
         issue(k.c(s));
       commit();
@@ -3012,34 +3051,41 @@ public:
     auto step = [&](Value chunk, Value a, bool first) -> Value {
       // This thread's copies of `chunk` have landed; make them visible to
       // the async proxy (wgmma reads shared memory through it), then wait
-      // for every thread's. The barrier also ends the previous iteration's
-      // reads of the stage refilled below.
-      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, stages - 2);
+      // for every thread's. The barrier also ends every warpgroup's reads
+      // of the stage refilled below: that of chunk - 1 (chunk - 2 when
+      // pipelined, whose wgmma each warpgroup waited for before it).
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, ahead - 1);
       NVVM::FenceProxyOp::create(
           k.b, k.loc, NVVM::ProxyKind::async_shared,
           NVVM::SharedSpaceAttr::get(k.b.getContext(),
                                      NVVM::SharedSpace::shared_cta));
       g.sync();
-      Value next = k.iadd(chunk, k.c(stages - 1));
+      Value next = k.iadd(chunk, k.c(ahead));
       k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)), [&] { issue(next); });
       commit();
       Value base = k.imul(k.irem(chunk, k.c(stages)), k.c(stageBytes()));
       NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
       for (int64_t s = 0; s < kChunkK / 16; ++s) {
-        Value at = k.iadd(base, k.c(stepByte(s)));
-        Value descA =
-            wgmmaDescriptor(k, smemAddr, stripA ? k.iadd(at, stripA) : at);
-        Value descB = wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(aBytes())));
+        Value at = k.iadd(
+            base, k.c(swizzled ? wgmma::swizzledStepByte(s) : stepByte(s)));
+        Value descA = wgmmaDescriptor(
+            k, smemAddr, stripA ? k.iadd(at, stripA) : at, swizzled);
+        Value descB =
+            wgmmaDescriptor(k, smemAddr, k.iadd(at, k.c(aBytes())), swizzled);
         a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
       }
       NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
-      NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+      // Pipelined: this chunk's wgmma runs on while the next chunk's
+      // barrier and copies are issued; the previous chunk's has finished.
+      NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, pipelined ? 1 : 0);
       return a;
     };
     Value acc = step(k.c(0), LLVM::PoisonOp::create(k.b, k.loc, accT), true);
-    return k.reduce(k.c(1), k.c(chunks), acc, [&](Value chunk, Value a) {
-      return step(chunk, a, false);
-    });
+    acc = k.reduce(k.c(1), k.c(chunks), acc,
+                   [&](Value chunk, Value a) { return step(chunk, a, false); });
+    if (pipelined)
+      NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+    return acc;
   }
 
   /// Calls fn(r, c, i, v0, v1) for each pair of adjacent columns (c, c + 1)
@@ -3099,6 +3145,16 @@ private:
   GK &g;
   KB &k;
   int64_t kk, warpgroups, stages;
+  /// Whether a chunk's wgmma overlaps the next chunk's barrier and copies
+  /// (--gpu-wgmma-pipeline): with the wide tile's deep ring only. Measured
+  /// on the H200 with swizzled stages (docs/perf.md, ninth session): 1-8 %
+  /// faster at 512 tokens with the wide tile; with the 4-stage ring of
+  /// one-warpgroup tiles, whose copies then run only 2 chunks ahead, up to
+  /// 25 % slower.
+  bool pipelined = wgmmaPipeline && stages >= wgmma::kWideStages;
+  /// Whether the stages hold the 64-byte swizzled layout
+  /// (--gpu-wgmma-swizzle).
+  bool swizzled = wgmmaSwizzle;
   Type globalT, sharedT, accT;
   Value smem, smemAddr;
   /// Byte of this thread's warpgroup's 64-row strip in a stage's A tile

@@ -8,9 +8,10 @@
 // WgmmaLayoutTest.cpp) can check them against the hardware's rules without
 // a GPU:
 //   * the operand tiles in shared memory: both A (x, tokens x K) and B (w,
-//     features x K) K-major in the no-swizzle canonical layout of
-//     wgmma.mma_async, i.e. core matrices of 8 rows x 16 bytes (8 bf16
-//     along K) stored as 128 contiguous bytes (row i at byte 16 i);
+//     features x K) K-major, in the 64-byte swizzled layout of
+//     wgmma.mma_async (the default) or in its no-swizzle canonical layout,
+//     core matrices of 8 rows x 16 bytes (8 bf16 along K) stored as 128
+//     contiguous bytes (row i at byte 16 i);
 //   * the 64-bit matrix descriptors that point wgmma at them;
 //   * the FP32 accumulator fragment of wgmma .m64nNk16 (which thread holds
 //     which (row, column) of the 64 x N result), from the PTX ISA.
@@ -111,6 +112,49 @@ constexpr uint64_t descriptorFixedBits(int64_t lbo, int64_t sbo) {
 }
 constexpr uint64_t descriptor(uint64_t address, int64_t lbo, int64_t sbo) {
   return ((address & 0x3FFFF) >> 4) | descriptorFixedBits(lbo, sbo);
+}
+
+/// The 64-byte-swizzled K-major layout (descriptor layout type 2), which
+/// the GEMM uses by default: row r of a stage's tile (its kChunkK channels,
+/// 64 bytes) at byte 64 r, its 16-byte piece u (channels 8 u..8 u + 7) at
+/// piece u ^ ((r / 2) % 4). Eight threads copying two whole rows write 128
+/// contiguous bytes (no bank conflict) and read whole 32-byte sectors,
+/// which the no-swizzle layout cannot give both of (8 rows x 16 bytes per
+/// 8 threads there: half of each sector read is wasted). Stage tiles must
+/// start at a multiple of kSwizzleAtomBytes.
+constexpr int64_t kSwizzleRowBytes = kChunkK * 2;
+static_assert(kSwizzleRowBytes == 64, "one 64-byte swizzle row per chunk row");
+constexpr int64_t kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
+constexpr int64_t kSwizzleStrideByteOffset = kSwizzleAtomBytes;
+/// Leading-dimension byte offset: unused by swizzled K-major layouts (a
+/// k-step's 16 channels lie in one row); 16, as is customary.
+constexpr int64_t kSwizzleLeadingByteOffset = 16;
+/// Layout type 2 (64-byte swizzle) in descriptor bits 62-63.
+constexpr uint64_t kSwizzle64Bits = uint64_t(2) << 62;
+
+constexpr int64_t swizzledTileByte(int64_t r, int64_t k) {
+  return r * kSwizzleRowBytes + (((k / 8) ^ ((r / 2) % 4)) * 16) + (k % 8) * 2;
+}
+/// 16-byte copy `j` reads channels swizzledCopyChannel(j)..+7 of row
+/// swizzledCopyRow(j): eight consecutive copies cover two whole rows.
+constexpr int64_t swizzledCopyRow(int64_t j) { return j / kCoreCols; }
+constexpr int64_t swizzledCopyChannel(int64_t j) { return (j % kCoreCols) * 8; }
+/// Byte where k-step s starts, before swizzling.
+constexpr int64_t swizzledStepByte(int64_t s) { return s * 32; }
+
+/// The hardware's 64-byte swizzle of a shared-memory byte address: bits
+/// 4-5 (the 16-byte piece of a 64-byte row) XOR bits 7-8 (PTX ISA, wgmma
+/// shared memory layout, 64-byte swizzling; the repeating pattern is 512
+/// bytes).
+constexpr int64_t swizzle64(int64_t address) {
+  return address ^ (((address >> 7) & 3) << 4);
+}
+/// The byte wgmma reads for element (r, kk) (kk < 16) of a 64-byte
+/// swizzled K-major operand whose descriptor starts at `start`: rows of 64
+/// bytes, 8-row groups `sbo` apart, then swizzled.
+constexpr int64_t swizzledCanonicalByte(int64_t start, int64_t sbo, int64_t r,
+                                        int64_t kk) {
+  return swizzle64(start + (r / 8) * sbo + (r % 8) * kSwizzleRowBytes + kk * 2);
 }
 
 /// Accumulator i (0 <= i < N / 2) of thread `t` (0..127) of wgmma

@@ -151,4 +151,75 @@ TEST(WgmmaLayout, WideTileSharedMemory) {
   EXPECT_EQ(kRingBytes % 16, 0);
 }
 
+TEST(WgmmaLayout, SwizzledCopiesFillEveryElementOnce) {
+  // The 64-byte swizzled layout: every element of a rows x kChunkK tile
+  // once; eight consecutive copies (one phase of a warp's 16-byte copies)
+  // read two whole rows and write 128 contiguous bytes.
+  for (int64_t rows : {kTileM, kWideTileM, kTileN}) {
+    SCOPED_TRACE(rows);
+    std::vector<int> seen(rows * kChunkK, 0);
+    for (int64_t j = 0; j < rows * kCoreCols; ++j) {
+      const int64_t r = swizzledCopyRow(j), k = swizzledCopyChannel(j);
+      ASSERT_LT(r, rows);
+      ASSERT_LT(k + 7, kChunkK);
+      for (int64_t e = 0; e < 8; ++e) {
+        EXPECT_EQ(swizzledTileByte(r, k + e), swizzledTileByte(r, k) + 2 * e);
+        ++seen[r * kChunkK + k + e];
+      }
+    }
+    for (int v : seen)
+      EXPECT_EQ(v, 1);
+    for (int64_t j0 = 0; j0 < rows * kCoreCols; j0 += 8) {
+      std::set<int64_t> pieces;
+      for (int64_t j = j0; j < j0 + 8; ++j) {
+        EXPECT_EQ(swizzledCopyRow(j) / 2, j0 / 8);
+        pieces.insert(
+            swizzledTileByte(swizzledCopyRow(j), swizzledCopyChannel(j)) / 16);
+      }
+      EXPECT_EQ(*pieces.begin(), 16 * j0 / 16);
+      EXPECT_EQ(pieces.size(), 8u);
+      EXPECT_EQ(*pieces.rbegin(), 16 * j0 / 16 + 7);
+    }
+  }
+  // Row 2 is swizzled by 1: channels 0-7 go to its second piece.
+  EXPECT_EQ(swizzledTileByte(2, 0), 2 * 64 + 16);
+  EXPECT_EQ(swizzledTileByte(7, 24), 7 * 64 + (3 ^ 3) * 16);
+}
+
+TEST(WgmmaLayout, SwizzledDescriptorsAddressTheTile) {
+  // Every k-step's descriptor (start = stage + strip + 32 s, SBO 512,
+  // 64-byte swizzle) makes the hardware read, for each row and its 16
+  // channels, the bytes the copies wrote: the A tile (each wide-tile
+  // warpgroup's 64-row strip at w kABytes) and B, in stages at multiples
+  // of the 512-byte swizzle atom.
+  EXPECT_EQ(kWideStageBytes % kSwizzleAtomBytes, 0);
+  EXPECT_EQ((kABytes + kBBytes) % kSwizzleAtomBytes, 0);
+  EXPECT_EQ(kRingBytes % kSwizzleAtomBytes, 0);
+  EXPECT_EQ(kABytes % kSwizzleAtomBytes, 0);
+  for (int64_t stage : {int64_t(0), kWideStageBytes, 5 * kWideStageBytes,
+                        kRingBytes + kABytes + kBBytes})
+    for (int64_t s = 0; s < kChunkK / 16; ++s) {
+      for (int64_t w = 0; w < kWideWarpgroups; ++w)
+        for (int64_t r = 0; r < kTileM; ++r)
+          for (int64_t kk = 0; kk < 16; ++kk)
+            ASSERT_EQ(
+                swizzledCanonicalByte(stage + w * kABytes + swizzledStepByte(s),
+                                      kSwizzleStrideByteOffset, r, kk),
+                stage + swizzledTileByte(64 * w + r, 16 * s + kk))
+                << "stage " << stage << " warpgroup " << w << " step " << s
+                << " r " << r << " k " << kk;
+      for (int64_t r = 0; r < kTileN; ++r)
+        for (int64_t kk = 0; kk < 16; ++kk)
+          ASSERT_EQ(
+              swizzledCanonicalByte(stage + kWideABytes + swizzledStepByte(s),
+                                    kSwizzleStrideByteOffset, r, kk),
+              stage + kWideABytes + swizzledTileByte(r, 16 * s + kk));
+    }
+  // Descriptor bits: LBO 16 B -> 1, SBO 512 B -> 32, layout type 2.
+  EXPECT_EQ(
+      descriptorFixedBits(kSwizzleLeadingByteOffset, kSwizzleStrideByteOffset) |
+          kSwizzle64Bits,
+      0x8000002000010000ull);
+}
+
 } // namespace
