@@ -657,15 +657,103 @@ inline Value loadWeight(KB &k, const WeightRef &w, Value i) {
   return v;
 }
 
-/// sum_{j < n} a[aOff + j] * w[wOff + j], FP32, in KB::dot's order.
+/// The FP32 value of every code of a packed weight's storage type, as
+/// decodeE2M1 (16 codes) or decodeByteFloat (256 bytes) computes it, in
+/// a constant global of the host kernel's module (one per storage type),
+/// as a pointer.
+inline Value hostDecodeTable(KB &k, Type storage) {
+  const bool e2m1 = storage.getIntOrFloatBitWidth() == 4;
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << "msac_decode_table_" << storage;
+  auto module = k.entry->getParentOp()->getParentOfType<ModuleOp>();
+  auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
+  if (!global) {
+    SmallVector<float> values;
+    for (int code = 0; code < (e2m1 ? 16 : 256); ++code) {
+      if (e2m1) {
+        static const float kMagnitudes[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+        float m = kMagnitudes[code & 7];
+        values.push_back((code & 8) ? -m : m);
+        continue;
+      }
+      // decodeByteFloat's cases.
+      const bool e5m2 = isa<Float8E5M2Type>(storage);
+      const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+      const int exponent = (code >> mant) & (e5m2 ? 31 : 15);
+      const int m = code & ((1 << mant) - 1);
+      const float sign = (code & 0x80) ? -1.0f : 1.0f;
+      const bool nan = e5m2 ? exponent == 31 : (exponent == 15 && m == 7);
+      if (nan)
+        values.push_back(NAN);
+      else if (exponent == 0)
+        values.push_back(sign * std::ldexp(float(m), 1 - bias - mant));
+      else
+        values.push_back(
+            sign * std::ldexp(1.0f + float(m) / (1 << mant), exponent - bias));
+    }
+    OpBuilder gb = OpBuilder::atBlockBegin(module.getBody());
+    auto type = RankedTensorType::get({int64_t(values.size())}, k.f32);
+    global = LLVM::GlobalOp::create(
+        gb, k.loc, LLVM::LLVMArrayType::get(k.f32, values.size()),
+        /*isConstant=*/true, LLVM::Linkage::Internal, name,
+        DenseElementsAttr::get(type, ArrayRef<float>(values)),
+        /*alignment=*/64);
+  }
+  return LLVM::AddressOfOp::create(k.b, k.loc, global);
+}
+
+/// sum_{j < n} a[aOff + j] * w[wOff + j], FP32, in KB::dot's order. A
+/// packed weight's run must be one whole row (wOff a multiple of its last
+/// dimension, n that dimension): its values are those of loadWeight,
+/// decoded by table (hostDecodeTable) with the block scale and global
+/// scale loaded once per block of the row.
 inline Value dotWeight(KB &k, Value a, Value aOff, Type aType,
                        const WeightRef &w, Value wOff, int64_t n) {
   if (!w.packed)
     return k.dot(a, aOff, aType, w.base, wOff, w.type, n);
-  return k.reduce(k.c(0), k.c(n), k.cf(0.0), [&](Value j, Value acc) {
-    Value x = k.loadF(a, k.iadd(aOff, j), aType);
-    Value y = loadWeight(k, w, k.iadd(wOff, j));
-    return k.add(acc, k.mul(x, y));
+  const PackedWeight &p = *w.packed;
+  assert(n == p.cols() && "packed weights are read a whole row at a time");
+  SmallVector<int64_t> blockShape = p.format.getBlockShape();
+  const int64_t block = blockShape.empty() ? n : blockShape.back();
+  const int64_t blocks = (n + block - 1) / block;
+  Value table = hostDecodeTable(k, p.format.getStorageType());
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(v));
+  };
+  return k.reduce(k.c(0), k.c(blocks), k.cf(0.0), [&](Value bi, Value acc) {
+    Value j0 = k.imul(bi, k.c(block));
+    Value first = k.iadd(wOff, j0);
+    Value scale = packedScale(k, w, first);
+    Value g = packedGlobal(k, w, first);
+    Value end = k.iadd(j0, k.c(block));
+    if (n % block != 0)
+      end = arith::MinSIOp::create(k.b, k.loc, end, k.c(n));
+    return k.reduce(j0, end, acc, [&](Value j, Value acc) {
+      Value x = k.loadF(a, k.iadd(aOff, j), aType);
+      Value i = k.iadd(wOff, j);
+      Value code;
+      if (p.fourBit()) {
+        Value byte = loadByteU32(k, w.base, k.idiv(i, k.c(2)));
+        Value shift = arith::ShLIOp::create(
+            k.b, k.loc,
+            arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(i, k.c(2))),
+            ci(2));
+        code = arith::AndIOp::create(
+            k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, byte, shift),
+            ci(15));
+      } else {
+        code = loadByteU32(k, w.base, i);
+      }
+      Value value = k.loadF(
+          table,
+          arith::IndexCastUIOp::create(k.b, k.loc, k.b.getIndexType(), code),
+          k.f32);
+      Value y = k.mul(value, scale);
+      if (g)
+        y = k.mul(y, g);
+      return k.add(acc, k.mul(x, y));
+    });
   });
 }
 
