@@ -690,6 +690,16 @@ bool isDecodedCache(msa::PagedCacheType type) {
   return isa<Float8E4M3FNType>(type.getElementType()) || isNVFP4Cache(type);
 }
 
+/// True when a lane's slices of `n` channels of a `type` cache row (at
+/// multiples of n, as the tensor-core kernels read them; cacheWordsBF16)
+/// never straddle an NVFP4 scale block of 16 values: n divides 16 or 16
+/// divides n. Always true for other formats. (Heads of 96 channels split
+/// over 4 lanes give 24-channel slices: those kernels cannot read such an
+/// NVFP4 row, so the op keeps its generic kernel.)
+bool cacheSlicesFit(msa::PagedCacheType type, int64_t n) {
+  return !isNVFP4Cache(type) || n % 16 == 0 || (n > 0 && 16 % n == 0);
+}
+
 /// The NVFP4 decode table of the kernel (nvfp4BF16Table) when `type` is an
 /// NVFP4 cache that the kernel decodes by table lookups (not g.e2m1), else
 /// a null value.
@@ -1012,9 +1022,11 @@ bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
   msa::PagedCacheType type = op.getIndexCache().getType();
   const int64_t d = type.getHeadDim(),
                 groups = shapeOf(op.getIndexQueries())[1];
+  // Each lane reads a slice of dI / 4 channels of a key.
   return type.getHeads() == 1 && d % 32 == 0 && d <= 256 && groups <= 8 &&
          elementOf(op.getIndexQueries()).isBF16() &&
          (type.getElementType().isBF16() || isDecodedCache(type)) &&
+         cacheSlicesFit(type, d / 4) &&
          type.getPageSize() % ((threads / kWarp) * 8) == 0;
 }
 
@@ -1904,8 +1916,10 @@ bool attentionFits(Operation *op, int64_t threads) {
   const int64_t warps = threads / kWarp;
   // D <= 128 keeps the per-warp O tiles within 48 KiB of static shared
   // memory (4 warps x 16 rows x D floats).
+  // K rows are read in slices of D / 4 channels, V rows of D / 8.
   return s.d % 32 == 0 && s.d <= 128 && s.group <= 16 &&
-         s.page % (warps * 16) == 0;
+         s.page % (warps * 16) == 0 && cacheSlicesFit(type, s.d / 4) &&
+         cacheSlicesFit(vtype, s.d / 8);
 }
 
 /// Work item (t, g, c): the query heads of KV head g of token t (the rows
