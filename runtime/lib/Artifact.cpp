@@ -121,6 +121,17 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
   std::unique_ptr<Artifact> a(new Artifact());
   a->dir = dir;
   const std::string manifestPath = dir + "/manifest.json";
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    error = dir + ": no such artifact folder (write one with `msac compile " +
+            "MODEL -o " + dir + "`)";
+    return nullptr;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    error = dir + ": is a file, not an artifact folder (`msac compile` " +
+            "writes a folder holding manifest.json)";
+    return nullptr;
+  }
   std::ifstream in(manifestPath);
   if (!in) {
     error = manifestPath + ": cannot be read; is " + dir +

@@ -212,6 +212,17 @@ int usageError(const Twine &message) {
   return 2;
 }
 
+/// Usage error (2) when one of the single-value options of a command was
+/// given more than once (LLVM's parser keeps the last one silently), else
+/// 0.
+int repeatedOptionError(ArrayRef<const cl::Option *> options) {
+  for (const cl::Option *o : options)
+    if (o->getNumOccurrences() > 1)
+      return usageError((o->ArgStr.size() == 1 ? "-" : "--") + o->ArgStr +
+                        " is given more than once; give it once");
+  return 0;
+}
+
 void printDiagnostics(const ckpt::Diagnostics &diags) {
   std::ostringstream os;
   diags.print(os);
@@ -395,6 +406,9 @@ void noteCheckpointKVFormat(const ckpt::ModelConfig &config,
 }
 
 int runImport() {
+  if (int rc = repeatedOptionError(
+          {&outputFile, &quantizeWeights, &kvCacheDType, &indexCacheDType}))
+    return rc;
   if (!checkModelDir(importDir))
     return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
@@ -434,6 +448,11 @@ void progress(int step, int total, const Twine &what) {
 }
 
 int runCompile() {
+  if (int rc = repeatedOptionError(
+          {&outputFile, &quantizeWeights, &kvCacheDType, &indexCacheDType,
+           &cudaToolkit, &emit, &lldPath, &packedWeights, &stripWeights,
+           &fuseAttentionPrologue, &wideTiles, &ptxasFmad}))
+    return rc;
   std::vector<std::string> wanted(targets.begin(), targets.end());
   if (wanted.empty())
     wanted.push_back("host");
@@ -497,13 +516,6 @@ int runCompile() {
     committed = true;
     return 0;
   };
-  if (emit == EmitStage::Artifact &&
-      !sys::fs::exists(compileDir + "/tokenizer.json"))
-    WithColor::warning(errs(), "msac")
-        << compileDir
-        << "/tokenizer.json not found: the artifact can be inspected and "
-           "benchmarked, but `msac-run generate` needs the checkpoint's "
-           "tokenizer.json\n";
   // Checking, importing, generating, one compile per target, writing.
   const int steps = 4 + static_cast<int>(gpus.size()) + (host ? 1 : 0);
   int step = 0;
@@ -512,6 +524,14 @@ int runCompile() {
       loadModel(compileDir, "compiled", recipe);
   if (!model)
     return 1;
+  // After the config's own errors, which matter more.
+  if (emit == EmitStage::Artifact &&
+      !sys::fs::exists(compileDir + "/tokenizer.json"))
+    WithColor::warning(errs(), "msac")
+        << compileDir
+        << "/tokenizer.json not found: the artifact can be inspected and "
+           "benchmarked, but `msac-run generate` needs the checkpoint's "
+           "tokenizer.json\n";
   std::string problem = ckpt::checkCacheDTypes(*model->config, *kv, *index);
   noteCheckpointKVFormat(*model->config, *kv);
   if (!problem.empty())
@@ -683,6 +703,9 @@ int runCompile() {
 }
 
 int runPlan() {
+  if (int rc = repeatedOptionError({&quantizeWeights, &kvCacheDType,
+                                    &indexCacheDType, &maxSeqLen, &memory}))
+    return rc;
   if (!checkModelDir(planDir))
     return 1;
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
