@@ -657,12 +657,42 @@ inline Value loadWeight(KB &k, const WeightRef &w, Value i) {
   return v;
 }
 
-/// The FP32 value of every code of a packed weight's storage type, as
-/// decodeE2M1 (16 codes) or decodeByteFloat (256 bytes) computes it, in
-/// a constant global of the host kernel's module (one per storage type),
-/// as a pointer.
+/// Storage codes of packed weights.
+enum class WeightCode { E2M1, E4M3, E5M2 };
+
+/// The FP32 value of code `code` (E2M1: 0-15, else a byte) exactly as
+/// loadWeight decodes it: decodeE2M1 (-0 for code 8), decodeByteFloat
+/// (E4M3FN: subnormals, 0x7F / 0xFF NaN; E5M2: exponent 31 is NaN,
+/// infinities included).
+inline float weightCodeValue(WeightCode kind, int code) {
+  if (kind == WeightCode::E2M1) {
+    static const float kMagnitudes[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    const float m = kMagnitudes[code & 7];
+    return (code & 8) ? -m : m;
+  }
+  const bool e5m2 = kind == WeightCode::E5M2;
+  const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const int exponent = (code >> mant) & (e5m2 ? 31 : 15);
+  const int m = code & ((1 << mant) - 1);
+  const float sign = (code & 0x80) ? -1.0f : 1.0f;
+  if (e5m2 ? exponent == 31 : (exponent == 15 && m == 7))
+    return NAN;
+  if (exponent == 0)
+    return sign * std::ldexp(float(m), 1 - bias - mant);
+  return sign * std::ldexp(1.0f + float(m) / (1 << mant), exponent - bias);
+}
+
+/// The FP32 value of every code of a packed weight's storage type
+/// (weightCodeValue), in a constant global of the host kernel's module
+/// (one per storage type), as a pointer.
 inline Value hostDecodeTable(KB &k, Type storage) {
-  const bool e2m1 = storage.getIntOrFloatBitWidth() == 4;
+  WeightCode kind = WeightCode::E4M3;
+  if (storage.getIntOrFloatBitWidth() == 4)
+    kind = WeightCode::E2M1;
+  else if (isa<Float8E5M2Type>(storage))
+    kind = WeightCode::E5M2;
+  assert((kind != WeightCode::E4M3 || isa<Float8E4M3FNType>(storage)) &&
+         "packed weights store E2M1, E4M3FN or E5M2 codes");
   std::string name;
   llvm::raw_string_ostream os(name);
   os << "msac_decode_table_" << storage;
@@ -670,28 +700,8 @@ inline Value hostDecodeTable(KB &k, Type storage) {
   auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
   if (!global) {
     SmallVector<float> values;
-    for (int code = 0; code < (e2m1 ? 16 : 256); ++code) {
-      if (e2m1) {
-        static const float kMagnitudes[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-        float m = kMagnitudes[code & 7];
-        values.push_back((code & 8) ? -m : m);
-        continue;
-      }
-      // decodeByteFloat's cases.
-      const bool e5m2 = isa<Float8E5M2Type>(storage);
-      const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
-      const int exponent = (code >> mant) & (e5m2 ? 31 : 15);
-      const int m = code & ((1 << mant) - 1);
-      const float sign = (code & 0x80) ? -1.0f : 1.0f;
-      const bool nan = e5m2 ? exponent == 31 : (exponent == 15 && m == 7);
-      if (nan)
-        values.push_back(NAN);
-      else if (exponent == 0)
-        values.push_back(sign * std::ldexp(float(m), 1 - bias - mant));
-      else
-        values.push_back(
-            sign * std::ldexp(1.0f + float(m) / (1 << mant), exponent - bias));
-    }
+    for (int code = 0; code < (kind == WeightCode::E2M1 ? 16 : 256); ++code)
+      values.push_back(weightCodeValue(kind, code));
     OpBuilder gb = OpBuilder::atBlockBegin(module.getBody());
     auto type = RankedTensorType::get({int64_t(values.size())}, k.f32);
     global = LLVM::GlobalOp::create(

@@ -437,4 +437,41 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
     }
 }
 
+// The tables the host dot products read packed weight codes from
+// (KernelBuilder.h: weightCodeValue, hostDecodeTable) against the
+// independent decoders of LowPrecision.h, bit for bit: every E4M3 byte
+// (the decoder of the load-time dequantization, decodeByteFloat, is checked
+// against the same function above), every E2M1 code (-0 for code 8), and
+// every E5M2 byte but those of exponent 31, which loadWeight reads as NaN
+// (infinities included) where LowPrecision.h keeps the infinities.
+TEST(Fp8KernelTest, HostWeightDecodeTablesMatchLowPrecision) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  for (int b = 0; b < 256; ++b) {
+    SCOPED_TRACE(b);
+    const float e4m3 = weightCodeValue(WeightCode::E4M3, b);
+    const float want4 = numerics::e4m3ToFloat(static_cast<uint8_t>(b));
+    if (std::isnan(want4))
+      EXPECT_TRUE(std::isnan(e4m3));
+    else
+      EXPECT_EQ(bits(e4m3), bits(want4));
+    const float e5m2 = weightCodeValue(WeightCode::E5M2, b);
+    if (((b >> 2) & 31) == 31)
+      EXPECT_TRUE(std::isnan(e5m2));
+    else
+      EXPECT_EQ(bits(e5m2),
+                bits(numerics::e5m2ToFloat(static_cast<uint8_t>(b))));
+  }
+  for (int c = 0; c < 16; ++c)
+    EXPECT_EQ(bits(weightCodeValue(WeightCode::E2M1, c)),
+              bits(numerics::e2m1ToFloat(static_cast<uint8_t>(c))))
+        << c;
+  EXPECT_TRUE(std::signbit(weightCodeValue(WeightCode::E2M1, 8)));
+  EXPECT_EQ(weightCodeValue(WeightCode::E4M3, 0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(weightCodeValue(WeightCode::E4M3, 0x7E), 448.0f);
+}
+
 } // namespace
