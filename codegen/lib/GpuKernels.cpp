@@ -2988,10 +2988,10 @@ public:
   /// next item's copies refill stages other warps may still be reading.
   Value run(const TileRows &rows) {
     const int64_t chunks = kk / kChunkK;
-    // Each thread's copies (wgmma::copyRow(j), wgmma::copyChannel(j) for
-    // j = tid, tid + 128, ...): source row pointers, channel and, for A,
-    // the 16 or 0 bytes to read.
-    // `to`: the byte of the copy in its stage.
+    // Each thread's copies j = tid, tid + threads, ... (row and channel
+    // by wgmma::swizzledCopyRow / swizzledCopyChannel, or copyRow /
+    // copyChannel without the swizzle): source row pointers, channel, for
+    // A the 16 or 0 bytes to read, and `to`, the copy's byte in its stage.
     struct Copy {
       Value from, size, channel;
       Value to;
