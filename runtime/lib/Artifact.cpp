@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Runtime/Artifact.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include "msac/Checkpoint/Checksum.h"
 
@@ -151,7 +152,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
   try {
     m = json::parse(text);
   } catch (const json::exception &e) {
-    error = manifestPath + ": not valid JSON: " + e.what();
+    error = manifestPath +
+            ": not valid JSON: " + msac::ckpt::jsonErrorText(e.what());
     return nullptr;
   }
   try {
@@ -443,7 +445,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             "; the artifact is corrupt, recompile the model";
     return nullptr;
   } catch (const std::exception &e) {
-    error = manifestPath + ": malformed manifest: " + e.what();
+    error = manifestPath +
+            ": malformed manifest: " + msac::ckpt::jsonErrorText(e.what());
     return nullptr;
   }
   return a;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Runtime/Tokenizer.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include "JsonField.h"
 
@@ -79,7 +80,7 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
   try {
     j = json::parse(text);
   } catch (const json::exception &e) {
-    error = path + ": not valid JSON: " + e.what();
+    error = path + ": not valid JSON: " + msac::ckpt::jsonErrorText(e.what());
     return nullptr;
   }
   std::unique_ptr<Tokenizer> t(new Tokenizer());
@@ -203,7 +204,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
       return nullptr;
     }
   } catch (const std::exception &e) {
-    error = path + ": malformed tokenizer: " + e.what();
+    error =
+        path + ": malformed tokenizer: " + msac::ckpt::jsonErrorText(e.what());
     return nullptr;
   }
   return t;

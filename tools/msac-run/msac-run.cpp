@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../CliErrors.h"
 #include "msac/Runtime/Artifact.h"
 #include "msac/Runtime/CudaModel.h"
 #include "msac/Runtime/Engine.h"
@@ -914,8 +915,8 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"host", "cuda"}));
 
   // Parse errors read like the tool's other errors.
-  app.failure_message([](const CLI::App *, const CLI::Error &e) {
-    return std::string("msac-run: error: ") + e.what() +
+  app.failure_message([](const CLI::App *app, const CLI::Error &e) {
+    return "msac-run: error: " + msac::tools::cliErrorText(app, e) +
            "\nRun with --help for more information.\n";
   });
   try {

@@ -22,7 +22,10 @@
 
 #include "SynthTokenizer.h"
 
+#include "../CliErrors.h"
+
 #include "msac/Checkpoint/Checkpoint.h"
+#include "msac/Checkpoint/JsonError.h"
 #include "msac/Checkpoint/MemoryPlan.h"
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
@@ -224,7 +227,8 @@ bool Synthesizer::buildConfig() {
       config = json::parse(in);
     } catch (const json::exception &e) {
       std::cerr << "msac-synth: error: --config " << opts.configPath
-                << " is not valid JSON: " << e.what() << "\n";
+                << " is not valid JSON: " << ckpt::jsonErrorText(e.what())
+                << "\n";
       return false;
     }
   } else if (opts.preset == "tiny") {
@@ -254,7 +258,7 @@ bool Synthesizer::buildConfig() {
       truncateLayers(text, opts.layers);
     } catch (const json::exception &e) {
       std::cerr << "msac-synth: error: cannot change the layer count of "
-                << "this config: " << e.what() << "\n";
+                << "this config: " << ckpt::jsonErrorText(e.what()) << "\n";
       return false;
     }
   }
@@ -627,6 +631,11 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("--threads", opts.threads, "Worker threads (0 = all cores)");
   app.add_flag("--force", opts.force, "Overwrite a non-empty output folder");
+  // Parse errors read like the tool's other errors.
+  app.failure_message([](const CLI::App *app, const CLI::Error &e) {
+    return "msac-synth: error: " + tools::cliErrorText(app, e) +
+           "\nRun with --help for more information.\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -70,6 +70,19 @@ TEST(Checkpoint, B48WithoutIndexDuplicateNamesAreAnError) {
       << describe(diags);
 }
 
+TEST(Checkpoint, CopiedShardNamesThreeTensorsThenCounts) {
+  // A copied shard repeats every tensor: three are named, the rest counted.
+  TempDir dir;
+  writeShard(dir.file("model.safetensors"), {"a", "b", "c", "d", "e", "f"});
+  writeShard(dir.file("model-copy.safetensors"),
+             {"a", "b", "c", "d", "e", "f"});
+  Diagnostics diags;
+  Checkpoint::open(dir.path, diags);
+  EXPECT_EQ(diags.errorCount(), 4u) << describe(diags);
+  EXPECT_TRUE(diags.contains("and 3 more tensors are also stored in"))
+      << describe(diags);
+}
+
 TEST(Checkpoint, MissingShardAndMisplacedTensor) {
   TempDir dir;
   writeShard(dir.file("model-00001-of-00002.safetensors"), {"b"});

@@ -169,6 +169,13 @@ TEST(ModelConfig, StructuralErrors) {
     EXPECT_FALSE(parse(c.text, diags)) << c.expected;
     EXPECT_TRUE(diags.contains(c.expected)) << c.expected << "\n" << describe(diags);
   }
+  // The JSON parser's position, without the library's error id.
+  Diagnostics diags;
+  EXPECT_FALSE(parse("{\"text_config\": x}", diags));
+  EXPECT_TRUE(
+      diags.contains("is not valid JSON: parse error at line 1, column 17"))
+      << describe(diags);
+  EXPECT_FALSE(diags.contains("json.exception")) << describe(diags);
 }
 
 TEST(ModelConfig, QuantizationMethods) {

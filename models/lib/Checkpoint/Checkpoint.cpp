@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Checkpoint/Checkpoint.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include "JsonKeys.h"
 
@@ -52,7 +53,7 @@ static bool readIndex(const std::string &path,
   try {
     root = json::parse(content);
   } catch (const json::exception &e) {
-    diags.error(path, "", std::string("is not valid JSON: ") + e.what());
+    diags.error(path, "", "is not valid JSON: " + jsonErrorText(e.what()));
     return false;
   }
   auto mapIt = root.is_object() ? root.find("weight_map") : root.end();
@@ -151,15 +152,21 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &directory,
     ckpt->files.push_back(std::move(file));
   }
 
-  // Register tensors; a name in two shards is always an error.
+  // Register tensors; a name in two shards is always an error, reported
+  // for the first kNamedDuplicates tensors of each pair of shards and then
+  // counted (a copied shard repeats every tensor).
+  constexpr int kNamedDuplicates = 3;
   std::map<std::string, const SafetensorsFile *> firstHolder;
+  std::map<std::pair<const SafetensorsFile *, const SafetensorsFile *>, int>
+      duplicates;
   for (const auto &file : ckpt->files)
     for (const TensorInfo &info : file->tensors()) {
       auto [it, inserted] = firstHolder.emplace(info.name, file.get());
       if (!inserted) {
-        diags.error(file->path(), "tensor '" + info.name + "'",
-                    "is also stored in " + it->second->path() +
-                        "; a tensor must live in exactly one shard");
+        if (++duplicates[{file.get(), it->second}] <= kNamedDuplicates)
+          diags.error(file->path(), "tensor '" + info.name + "'",
+                      "is also stored in " + it->second->path() +
+                          "; a tensor must live in exactly one shard");
         continue;
       }
       if (indexed) {
@@ -180,6 +187,14 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &directory,
       }
       ckpt->entries[info.name] = Entry{file.get(), &info};
     }
+  for (const auto &[pair, count] : duplicates)
+    if (count > kNamedDuplicates)
+      diags.error(pair.first->path(), "",
+                  "and " + std::to_string(count - kNamedDuplicates) +
+                      " more tensors are also stored in " +
+                      pair.second->path() +
+                      " (a copied or overlapping shard?); a tensor must "
+                      "live in exactly one shard");
   if (indexed)
     for (const auto &[name, shard] : weightMap) {
       auto holder = shardByName.find(shard);

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Checkpoint/ModelConfig.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include "JsonKeys.h"
 
@@ -225,7 +226,7 @@ json parseJson(const std::string &text, const std::string &file,
     ok = true;
     return value;
   } catch (const json::exception &e) {
-    diags.error(file, "", std::string("is not valid JSON: ") + e.what());
+    diags.error(file, "", "is not valid JSON: " + jsonErrorText(e.what()));
   }
   return json();
 }

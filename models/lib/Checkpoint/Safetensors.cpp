@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Checkpoint/Safetensors.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include "JsonKeys.h"
 
@@ -235,7 +236,8 @@ bool msac::ckpt::parseSafetensorsHeader(std::string_view fileName,
   try {
     root = json::parse(bytes + 8, bytes + 8 + headerBytes);
   } catch (const json::exception &e) {
-    diags.error(file, "", std::string("header is not valid JSON: ") + e.what());
+    diags.error(file, "",
+                "header is not valid JSON: " + jsonErrorText(e.what()));
     return false;
   }
   if (!root.is_object()) {
