@@ -13,6 +13,7 @@
 
 #include "msac/Dialect/BSQ/IR/BSQOps.h"
 #include "msac/Dialect/MSA/IR/MSAOps.h"
+#include "msac/Numerics/LowPrecision.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -661,25 +662,20 @@ inline Value loadWeight(KB &k, const WeightRef &w, Value i) {
 enum class WeightCode { E2M1, E4M3, E5M2 };
 
 /// The FP32 value of code `code` (E2M1: 0-15, else a byte) exactly as
-/// loadWeight decodes it: decodeE2M1 (-0 for code 8), decodeByteFloat
-/// (E4M3FN: subnormals, 0x7F / 0xFF NaN; E5M2: exponent 31 is NaN,
-/// infinities included).
+/// loadWeight decodes it (decodeE2M1, decodeByteFloat): LowPrecision.h's
+/// decoders, but for E5M2's exponent 31, which decodeByteFloat reads as
+/// NaN (infinities included).
 inline float weightCodeValue(WeightCode kind, int code) {
-  if (kind == WeightCode::E2M1) {
-    static const float kMagnitudes[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-    const float m = kMagnitudes[code & 7];
-    return (code & 8) ? -m : m;
+  const auto byte = static_cast<uint8_t>(code);
+  switch (kind) {
+  case WeightCode::E2M1:
+    return numerics::e2m1ToFloat(byte);
+  case WeightCode::E4M3:
+    return numerics::e4m3ToFloat(byte);
+  case WeightCode::E5M2:
+    return ((byte >> 2) & 31) == 31 ? NAN : numerics::e5m2ToFloat(byte);
   }
-  const bool e5m2 = kind == WeightCode::E5M2;
-  const int mant = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
-  const int exponent = (code >> mant) & (e5m2 ? 31 : 15);
-  const int m = code & ((1 << mant) - 1);
-  const float sign = (code & 0x80) ? -1.0f : 1.0f;
-  if (e5m2 ? exponent == 31 : (exponent == 15 && m == 7))
-    return NAN;
-  if (exponent == 0)
-    return sign * std::ldexp(float(m), 1 - bias - mant);
-  return sign * std::ldexp(1.0f + float(m) / (1 << mant), exponent - bias);
+  return NAN;
 }
 
 /// The FP32 value of every code of a packed weight's storage type

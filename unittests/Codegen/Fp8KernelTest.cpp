@@ -438,12 +438,13 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
 }
 
 // The tables the host dot products read packed weight codes from
-// (KernelBuilder.h: weightCodeValue, hostDecodeTable) against the
-// independent decoders of LowPrecision.h, bit for bit: every E4M3 byte
-// (the decoder of the load-time dequantization, decodeByteFloat, is checked
-// against the same function above), every E2M1 code (-0 for code 8), and
-// every E5M2 byte but those of exponent 31, which loadWeight reads as NaN
-// (infinities included) where LowPrecision.h keeps the infinities.
+// (KernelBuilder.h: weightCodeValue, hostDecodeTable) hold LowPrecision.h's
+// values, bit for bit, for every E4M3 byte (the generated decoder of the
+// load-time dequantization, decodeByteFloat, is checked against the same
+// function in GeneratedConversionsMatchLowPrecision, so the packed and
+// dequantized paths read the same values), every E2M1 code (-0 for code
+// 8), and every E5M2 byte but those of exponent 31, which loadWeight reads
+// as NaN (infinities included) where LowPrecision.h keeps the infinities.
 TEST(Fp8KernelTest, HostWeightDecodeTablesMatchLowPrecision) {
   auto bits = [](float f) {
     uint32_t u;
