@@ -630,6 +630,22 @@ inline Value packedGlobal(KB &k, const WeightRef &w, Value i) {
   return p.invertGlobal ? k.div(k.cf(1.0), g) : g;
 }
 
+/// The storage code of element `i` (flat) of a packed weight, as an i32:
+/// its byte, or for 4-bit formats the byte holding it shifted so that the
+/// code is in bits 0-3 (low nibble first; the bits above are not cleared).
+inline Value loadPackedCode(KB &k, const WeightRef &w, Value i) {
+  if (!w.packed->fourBit())
+    return loadByteU32(k, w.base, i);
+  Value byte = loadByteU32(k, w.base, k.idiv(i, k.c(2)));
+  Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
+  return k.select(
+      odd,
+      arith::ShRUIOp::create(
+          k.b, k.loc, byte,
+          arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(4))),
+      byte);
+}
+
 /// Element `i` (flat) of a weight as FP32: storage * scale [* g] for a
 /// packed one (the `bsq.dequantize` semantics; one FP32 rounding per
 /// product).
@@ -639,15 +655,7 @@ inline Value loadWeight(KB &k, const WeightRef &w, Value i) {
   const PackedWeight &p = *w.packed;
   Value value;
   if (p.fourBit()) {
-    Value byte = loadByteU32(k, w.base, k.idiv(i, k.c(2)));
-    Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
-    Value code = k.select(
-        odd,
-        arith::ShRUIOp::create(
-            k.b, k.loc, byte,
-            arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(4))),
-        byte);
-    value = decodeE2M1(k, code);
+    value = decodeE2M1(k, loadPackedCode(k, w, i));
   } else {
     value = decodeByteFloat(k, loadByteU32(k, w.base, i),
                             p.format.getStorageType());
@@ -724,9 +732,6 @@ inline Value dotWeight(KB &k, Value a, Value aOff, Type aType,
   const int64_t block = blockShape.empty() ? n : blockShape.back();
   const int64_t blocks = (n + block - 1) / block;
   Value table = hostDecodeTable(k, p.format.getStorageType());
-  auto ci = [&](int64_t v) {
-    return arith::ConstantOp::create(k.b, k.loc, k.b.getI32IntegerAttr(v));
-  };
   return k.reduce(k.c(0), k.c(blocks), k.cf(0.0), [&](Value bi, Value acc) {
     Value j0 = k.imul(bi, k.c(block));
     Value first = k.iadd(wOff, j0);
@@ -737,20 +742,9 @@ inline Value dotWeight(KB &k, Value a, Value aOff, Type aType,
       end = arith::MinSIOp::create(k.b, k.loc, end, k.c(n));
     return k.reduce(j0, end, acc, [&](Value j, Value acc) {
       Value x = k.loadF(a, k.iadd(aOff, j), aType);
-      Value i = k.iadd(wOff, j);
-      Value code;
-      if (p.fourBit()) {
-        Value byte = loadByteU32(k, w.base, k.idiv(i, k.c(2)));
-        Value shift = arith::ShLIOp::create(
-            k.b, k.loc,
-            arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(i, k.c(2))),
-            ci(2));
-        code = arith::AndIOp::create(
-            k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, byte, shift),
-            ci(15));
-      } else {
-        code = loadByteU32(k, w.base, i);
-      }
+      Value code = loadPackedCode(k, w, k.iadd(wOff, j));
+      if (p.fourBit())
+        code = arith::AndIOp::create(k.b, k.loc, code, k.ci(15));
       Value value = k.loadF(
           table,
           arith::IndexCastUIOp::create(k.b, k.loc, k.b.getIndexType(), code),

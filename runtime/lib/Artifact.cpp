@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Runtime/Artifact.h"
-#include "msac/Checkpoint/JsonError.h"
 
 #include "msac/Checkpoint/Checksum.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include "JsonField.h"
 

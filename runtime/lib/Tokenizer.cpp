@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Runtime/Tokenizer.h"
-#include "msac/Checkpoint/JsonError.h"
 
 #include "JsonField.h"
+#include "msac/Checkpoint/JsonError.h"
 
 #include <nlohmann/json.hpp>
 

@@ -212,15 +212,22 @@ int usageError(const Twine &message) {
   return 2;
 }
 
-/// Usage error (2) when one of the single-value options of a command was
-/// given more than once (LLVM's parser keeps the last one silently), else
-/// 0.
-int repeatedOptionError(ArrayRef<const cl::Option *> options) {
-  for (const cl::Option *o : options)
-    if (o->getNumOccurrences() > 1)
-      return usageError((o->ArgStr.size() == 1 ? "-" : "--") + o->ArgStr +
-                        " is given more than once; give it once");
-  return 0;
+/// Usage error (2) when a single-value option of `command` (a cl::opt:
+/// zero or one occurrence; lists take several) was given more than once
+/// (LLVM's parser keeps the last value silently), else 0. The first such
+/// option by name is reported.
+int repeatedOptionError(const cl::SubCommand &command) {
+  SmallVector<StringRef> repeated;
+  for (const auto &[name, option] : command.OptionsMap)
+    if (option->getNumOccurrencesFlag() == cl::Optional &&
+        option->getNumOccurrences() > 1)
+      repeated.push_back(name);
+  if (repeated.empty())
+    return 0;
+  llvm::sort(repeated);
+  return usageError((repeated.front().size() == 1 ? "-" : "--") +
+                    repeated.front() +
+                    " is given more than once; give it once");
 }
 
 void printDiagnostics(const ckpt::Diagnostics &diags) {
@@ -406,8 +413,7 @@ void noteCheckpointKVFormat(const ckpt::ModelConfig &config,
 }
 
 int runImport() {
-  if (int rc = repeatedOptionError(
-          {&outputFile, &quantizeWeights, &kvCacheDType, &indexCacheDType}))
+  if (int rc = repeatedOptionError(importCommand))
     return rc;
   if (!checkModelDir(importDir))
     return 1;
@@ -448,10 +454,7 @@ void progress(int step, int total, const Twine &what) {
 }
 
 int runCompile() {
-  if (int rc = repeatedOptionError(
-          {&outputFile, &quantizeWeights, &kvCacheDType, &indexCacheDType,
-           &cudaToolkit, &emit, &lldPath, &packedWeights, &stripWeights,
-           &fuseAttentionPrologue, &wideTiles, &ptxasFmad}))
+  if (int rc = repeatedOptionError(compileCommand))
     return rc;
   std::vector<std::string> wanted(targets.begin(), targets.end());
   if (wanted.empty())
@@ -703,8 +706,7 @@ int runCompile() {
 }
 
 int runPlan() {
-  if (int rc = repeatedOptionError({&quantizeWeights, &kvCacheDType,
-                                    &indexCacheDType, &maxSeqLen, &memory}))
+  if (int rc = repeatedOptionError(planCommand))
     return rc;
   if (!checkModelDir(planDir))
     return 1;
