@@ -6,7 +6,7 @@ DIR`, see unittests/Codegen/GpuConformance.cpp) holds generated kernels
 `void NAME(ptr buffers, ptr scalars)` in DIR/kernels.cubin and, per kernel
 in DIR/cases.json, its scalars and buffers: input files, and outputs with
 the file of their expected bytes (from msac/Numerics/LowPrecision.h) and a
-comparison: "bytes" (identical), "f32" / "bf16" (identical bits, or any NaN
+comparison: "bytes" (identical), "f32" / "bf16" / "f16" (identical bits, or any NaN
 where the expected value is NaN). Each kernel runs as one thread (grid 1,
 block 1) through the CUDA driver API (cuModuleLoadData, cuLaunchKernel);
 PyTorch only allocates and copies the buffers.
@@ -43,6 +43,10 @@ def mismatches(got, want, compare):
         g = torch.frombuffer(bytearray(got), dtype=torch.int16).to(torch.int32) & 0xFFFF
         w = torch.frombuffer(bytearray(want), dtype=torch.int16).to(torch.int32) & 0xFFFF
         nan = lambda x: ((x & 0x7F80) == 0x7F80) & ((x & 0x7F) != 0)
+    elif compare == "f16":
+        g = torch.frombuffer(bytearray(got), dtype=torch.int16).to(torch.int32) & 0xFFFF
+        w = torch.frombuffer(bytearray(want), dtype=torch.int16).to(torch.int32) & 0xFFFF
+        nan = lambda x: ((x & 0x7C00) == 0x7C00) & ((x & 0x3FF) != 0)
     else:
         sys.exit(f"gpu_conformance: unknown comparison '{compare}'")
     bad = (g != w) & ~(nan(g) & nan(w))
@@ -99,7 +103,7 @@ def main():
                 sys.exit(f"gpu_conformance: the '{b['compare']}' comparison "
                          "misses a flipped bit")
             bad = mismatches(got, want, b["compare"])
-            width = {"bytes": 1, "f32": 4, "bf16": 2}[b["compare"]]
+            width = {"bytes": 1, "f32": 4, "bf16": 2, "f16": 2}[b["compare"]]
             name = f"{case['kernel']} buffer {i} ({len(want) // width} values)"
             if bad:
                 status = 1

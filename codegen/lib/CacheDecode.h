@@ -4,13 +4,14 @@
 // Part of msac.
 //
 // Private to the codegen library: the exact decode of NVFP4 cache values to
-// the bf16 operands of the GPU kernels' tensor-core products. An NVFP4 value
-// is read as the host kernels read it (KernelBuilder.h: nvfp4ToFP8Value;
-// msa-m3-spec.md §4.2 `inference.dequant`): E2M1 code times the FP32 value
-// of the E4M3 block scale, in FP32, rounded to E4M3 (nearest even,
-// saturating at ±448); every E4M3 value is exact in bf16. Per scale byte the
-// 8 magnitudes are a compile-time table (nvfp4BF16Table), looked up with a
-// byte permute per 4 codes (perf-anchors.md §3.3, the `prmt` byte lookup).
+// the f16 (or bf16) operands of the GPU kernels' tensor-core products. An
+// NVFP4 value is read as the host kernels read it (KernelBuilder.h:
+// nvfp4ToFP8Value; msa-m3-spec.md §4.2 `inference.dequant`): E2M1 code times
+// the FP32 value of the E4M3 block scale, in FP32, rounded to E4M3 (nearest
+// even, saturating at ±448); every E4M3 value is exact in f16 and in bf16.
+// Per scale byte the 8 magnitudes are a compile-time table (nvfp4F16Table,
+// nvfp4BF16Table), looked up with a byte permute per 4 codes
+// (perf-anchors.md §3.3, the `prmt` byte lookup).
 //
 // Targets with hardware FP4 conversions (GpuTarget::e2m1Convert: sm_100a)
 // convert instead (GpuKernels.cpp, nvfp4QuadsToBF16E2M1), per 2 codes:
@@ -21,7 +22,9 @@
 //                                 the NaN bytes 0x7F / 0xFF give NaN)
 //   cvt.rn.satfinite.e4m3x2.f16x2 the product to E4M3: nearest even, |x| >
 //                                 448 to ±448, NaN to NaN
-//   cvt.rn.f16x2.e4m3x2, f16 -> FP32 -> bf16, as an FP8 cache's bytes.
+//   cvt.rn.f16x2.e4m3x2           to the f16 operands, as an FP8 cache's
+//                                 bytes (bf16 operands: then f16 -> FP32
+//                                 -> bf16).
 // The product is exact in f16 as it is in FP32, so rounding it once to E4M3
 // is the spec's rounding: an E2M1 value has at most 2 significant bits and
 // an E4M3 scale at most 4, so the product has at most 6 (f16 holds 11); it
@@ -91,19 +94,37 @@ inline uint16_t exactBF16Bits(float v) {
   return uint16_t(u >> 16);
 }
 
+/// f16 bits of an FP32 value that f16 holds exactly as a normal number or
+/// zero, as every E4M3 value is (|v| in [2^-9, 448]; NaN -> 0x7E00).
+inline uint16_t exactF16Bits(float v) {
+  if (std::isnan(v))
+    return 0x7E00;
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  if (v == 0)
+    return sign;
+  int e;
+  const float f = std::frexp(std::fabs(v), &e); // |v| = f 2^e, f in [0.5, 1)
+  // |v| = (1 + m / 1024) 2^(e - 1): biased exponent e - 1 + 15.
+  const auto mantissa = static_cast<uint16_t>((2 * f - 1) * 1024);
+  return sign | static_cast<uint16_t>((e + 14) << 10) | mantissa;
+}
+
 /// Per E4M3 scale byte s (256 rows of 4 words, 16-byte aligned rows): the
-/// bf16 bits of the NVFP4 values of the 8 positive E2M1 codes m = 0..7
-/// (0, 0.5, 1, 1.5, 2, 3, 4, 6) with scale s, E4M3(m * s) as
-/// nvfp4ToFP8Value. Word 0 holds the low bytes of codes 0..3 (code i in
-/// byte i), word 1 those of codes 4..7, words 2 and 3 the high bytes.
-inline std::array<int32_t, 1024> nvfp4BF16Table() {
+/// bf16 bits (or with `f16` the f16 bits) of the NVFP4 values of the 8
+/// positive E2M1 codes m = 0..7 (0, 0.5, 1, 1.5, 2, 3, 4, 6) with scale s,
+/// E4M3(m * s) as nvfp4ToFP8Value. Word 0 holds the low bytes of codes
+/// 0..3 (code i in byte i), word 1 those of codes 4..7, words 2 and 3 the
+/// high bytes. Both formats keep the sign in bit 15, so nvfp4Words and
+/// nvfp4OctetWords decode either table.
+inline std::array<int32_t, 1024> nvfp4OperandTable(bool f16) {
   static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
   std::array<int32_t, 1024> t{};
   for (int s = 0; s < 256; ++s) {
     const float scale = e4m3Value(uint8_t(s));
     uint32_t w[4] = {0, 0, 0, 0};
     for (int m = 0; m < 8; ++m) {
-      const uint16_t h = exactBF16Bits(roundToE4M3(kE2M1[m] * scale));
+      const float v = roundToE4M3(kE2M1[m] * scale);
+      const uint16_t h = f16 ? exactF16Bits(v) : exactBF16Bits(v);
       w[m / 4] |= uint32_t(h & 0xFF) << (8 * (m % 4));
       w[2 + m / 4] |= uint32_t(h >> 8) << (8 * (m % 4));
     }
@@ -111,6 +132,18 @@ inline std::array<int32_t, 1024> nvfp4BF16Table() {
       t[4 * s + i] = int32_t(w[i]);
   }
   return t;
+}
+
+/// nvfp4OperandTable's bf16 bits.
+inline std::array<int32_t, 1024> nvfp4BF16Table() {
+  return nvfp4OperandTable(/*f16=*/false);
+}
+
+/// nvfp4OperandTable's f16 bits: the table of the tensor-core attention
+/// and indexer kernels, which take FP8 and NVFP4 cache values as f16
+/// operands (one conversion per E4M3 pair instead of four for bf16).
+inline std::array<int32_t, 1024> nvfp4F16Table() {
+  return nvfp4OperandTable(/*f16=*/true);
 }
 
 /// A byte permute `prmt.b32 d, lo, hi, sel` (default mode): byte i of the

@@ -577,16 +577,25 @@ public:
   }
   Value eqI32(Value a, int64_t v) { return k.icmp(CmpI::eq, a, ci32(v)); }
   /// D = A B + C with mma.sync m16n8k16, bf16 A (4 x i32) and B (2 x i32),
-  /// FP32 C and D (4 each).
+  /// FP32 C and D (4 each); with `f16` A and B are f16 pairs instead.
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
-                         ArrayRef<Value> c) {
+                         ArrayRef<Value> c, bool f16 = false) {
     MLIRContext *ctx = k.b.getContext();
     auto st =
         LLVM::LLVMStructType::getLiteral(ctx, {k.f32, k.f32, k.f32, k.f32});
+    const NVVM::MMATypes in = f16 ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+    SmallVector<Value> av(a.begin(), a.end()), bv(b.begin(), b.end());
+    if (f16) {
+      // The f16 form takes vector<2xf16> registers.
+      auto h2 = VectorType::get({2}, k.b.getF16Type());
+      for (Value &v : av)
+        v = LLVM::BitcastOp::create(k.b, k.loc, h2, v);
+      for (Value &v : bv)
+        v = LLVM::BitcastOp::create(k.b, k.loc, h2, v);
+    }
     Value r = NVVM::MmaOp::create(
-        k.b, k.loc, st, a, b, c, {16, 8, 16}, std::nullopt, std::nullopt,
-        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
-                                      NVVM::MMATypes::bf16},
+        k.b, k.loc, st, av, bv, c, {16, 8, 16}, std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{in, in},
         std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                        NVVM::MMALayout::col});
     SmallVector<Value> out;
@@ -599,6 +608,15 @@ public:
   Value packBF16(Value lo, Value hi) {
     auto half = [&](Value v) -> Value {
       Value h = arith::TruncFOp::create(k.b, k.loc, k.b.getBF16Type(), v);
+      return arith::BitcastOp::create(k.b, k.loc, k.i16, h);
+    };
+    return packBits(half(lo), half(hi));
+  }
+  /// Two FP32 values as an f16 pair (round to nearest even), `lo` in the
+  /// low half.
+  Value packF16(Value lo, Value hi) {
+    auto half = [&](Value v) -> Value {
+      Value h = arith::TruncFOp::create(k.b, k.loc, k.b.getF16Type(), v);
       return arith::BitcastOp::create(k.b, k.loc, k.i16, h);
     };
     return packBits(half(lo), half(hi));
@@ -660,7 +678,7 @@ public:
   /// Named barrier of a warpgroupView's warpgroup (i32), null for the CTA.
   Value barrierId;
   /// NVFP4 cache values are decoded by the hardware E2M1 conversions
-  /// (GpuTarget::e2m1Convert, nvfp4CodesToBF16E2M1) instead of the table.
+  /// (GpuTarget::e2m1Convert, nvfp4CodesToOperandsE2M1) instead of the table.
   bool e2m1 = false;
   /// Shared memory (`scratchBytes` bytes) that the kernel's path for steps
   /// of few tokens may use: a wide-tile kernel's dynamic shared memory,
@@ -685,13 +703,42 @@ void threadLoop(GK &g, Value count, const std::function<void(Value)> &body) {
 //===----------------------------------------------------------------------===//
 
 /// True for the cache formats whose rows the tensor-core kernels decode to
-/// bf16 operands (cacheWordsBF16): FP8 E4M3 and NVFP4.
+/// f16 or bf16 operands (cacheOperandWords): FP8 E4M3 and NVFP4.
 bool isDecodedCache(msa::PagedCacheType type) {
   return isa<Float8E4M3FNType>(type.getElementType()) || isNVFP4Cache(type);
 }
 
+static llvm::cl::opt<bool> cacheF16Operands(
+    "gpu-cache-f16-operands", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The tensor-core attention and indexer kernels take FP8 "
+                   "and NVFP4 cache values (and the queries) as f16 operands, "
+                   "else as bf16 ones (tuning)"));
+
+/// True when the tensor-core attention decodes `type`'s rows to f16
+/// operands (and converts the queries to f16, queryWordsToF16): FP8 and
+/// NVFP4 caches unless --gpu-cache-f16-operands=false. E4M3 values are
+/// exact in both f16 and bf16; f16 takes one conversion per pair of E4M3
+/// bytes, bf16 four (E4M3 -> f16 -> FP32 -> bf16). On the H200 at 128K
+/// (docs/perf.md, tenth session) FP8 dense attention ran 12 % faster at
+/// batch 8, NVFP4 (same table lookups either way) 1 %.
+bool f16Operands(msa::PagedCacheType type) {
+  return isDecodedCache(type) && cacheF16Operands;
+}
+
+/// True when the tensor-core indexer decodes `type`'s rows to f16 operands
+/// (queries converted per CTA work item, one block): FP8 caches, and NVFP4
+/// ones where the hardware converts E2M1 (g.e2m1: f16 saves the widening
+/// to bf16 there). NVFP4 by table lookups gains nothing from f16 and
+/// pays the query conversion: on the H200 the indexer at batch 8 and 128K
+/// took 72.8 us with f16 against 62.6 us with bf16 (FP8: 57.8 against
+/// 64.3).
+bool indexF16Operands(GK &g, msa::PagedCacheType type) {
+  return f16Operands(type) && (!isNVFP4Cache(type) || g.e2m1);
+}
+
 /// True when a lane's slices of `n` channels of a `type` cache row (at
-/// multiples of n, as the tensor-core kernels read them; cacheWordsBF16)
+/// multiples of n, as the tensor-core kernels read them; cacheOperandWords)
 /// never straddle an NVFP4 scale block of 16 values: n divides 16 or 16
 /// divides n. Always true for other formats. (Heads of 96 channels split
 /// over 4 lanes give 24-channel slices: those kernels cannot read such an
@@ -700,14 +747,15 @@ bool cacheSlicesFit(msa::PagedCacheType type, int64_t n) {
   return !isNVFP4Cache(type) || n % 16 == 0 || (n > 0 && 16 % n == 0);
 }
 
-/// The NVFP4 decode table of the kernel (nvfp4BF16Table) when `type` is an
-/// NVFP4 cache that the kernel decodes by table lookups (not g.e2m1), else
-/// a null value.
-Value nvfp4Table(GK &g, msa::PagedCacheType type) {
+/// The NVFP4 decode table of the kernel (nvfp4F16Table with `f16`
+/// operands, else nvfp4BF16Table) when `type` is an NVFP4 cache that the
+/// kernel decodes by table lookups (not g.e2m1), else a null value.
+Value nvfp4Table(GK &g, msa::PagedCacheType type, bool f16) {
   if (!isNVFP4Cache(type) || g.e2m1)
     return Value();
-  static const std::array<int32_t, 1024> table = nvfp4BF16Table();
-  return g.constantWords(table);
+  static const std::array<int32_t, 1024> f16Table = nvfp4F16Table(),
+                                         bf16Table = nvfp4BF16Table();
+  return g.constantWords(f16 ? f16Table : bf16Table);
 }
 
 /// Two E4M3 bytes (a vector<2xi8>, channel 2i first) as one word of bf16
@@ -736,19 +784,131 @@ Value e4m3PairToBF16(GK &g, Value pair) {
                              arith::TruncIOp::create(k.b, k.loc, k.i16, pair)));
 }
 
-/// nvfp4CodesToBF16 by the hardware conversions of targets with
+/// Two E4M3 bytes (a vector<2xi8>, channel 2i first) as one word of f16
+/// pairs, exactly: one `cvt.rn.f16x2.e4m3x2` (every E4M3 value is a normal
+/// f16 or zero; NaN stays NaN).
+Value e4m3x2ToF16(GK &g, Value v) {
+  KB &k = g.k;
+  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+  Value h = NVVM::ConvertF8x2ToF16x2Op::create(
+      k.b, k.loc, f16x2, v, /*relu=*/false,
+      Float8E4M3FNType::get(k.b.getContext()));
+  return LLVM::BitcastOp::create(k.b, k.loc, k.i32, h);
+}
+
+/// e4m3x2ToF16 of bits 0-15 of the i32 `pair` (channel 2i in the low byte).
+Value e4m3PairToF16(GK &g, Value pair) {
+  KB &k = g.k;
+  auto i8x2 = VectorType::get({2}, k.b.getI8Type());
+  return e4m3x2ToF16(g, LLVM::BitcastOp::create(
+                            k.b, k.loc, i8x2,
+                            arith::TruncIOp::create(k.b, k.loc, k.i16, pair)));
+}
+
+/// Two E4M3 bytes in bits 0-15 of `pair` as an f16 (e4m3PairToF16) or a
+/// bf16 (e4m3PairToBF16) operand word.
+Value e4m3PairToOperand(GK &g, Value pair, bool f16) {
+  return f16 ? e4m3PairToF16(g, pair) : e4m3PairToBF16(g, pair);
+}
+
+/// The query words of a tensor-core kernel whose cache operands are f16
+/// (FP8 and NVFP4 caches): `words` (bf16 pairs, this lane's) become f16
+/// pairs in place, and the result is the FP32 power of two f with
+/// q = f * q16, to multiply into the score scale. f = 1 unless some query
+/// value of the warp reaches 2^16 (bf16 exponent field >= 143, beyond
+/// f16's 65504; a uniform branch): then every word is divided by
+/// f = 2^(e - 14), e the warp's largest exponent, so that the largest
+/// value lies in [2^14, 2^16). Exact for values f16 holds as normal
+/// numbers (2^-14 f and up); smaller ones are rounded to f16's subnormal
+/// steps of 2^-24 f, below the rounding of an FP32 score of the others.
+Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
+  KB &k = g.k;
+  auto andI = [&](Value x, int64_t m) -> Value {
+    return arith::AndIOp::create(k.b, k.loc, x, g.ci32(int32_t(m)));
+  };
+  // Bit 15 of a half of (|w| + 0x3880) is set iff the half is >= 0x4780.
+  Value big = g.ci32(0);
+  for (Value w : words)
+    big = arith::OrIOp::create(k.b, k.loc, big,
+                               arith::AddIOp::create(k.b, k.loc,
+                                                     andI(w, 0x7FFF7FFF),
+                                                     g.ci32(0x38803880)));
+  Value any =
+      g.anyLane(k.icmp(CmpI::ne, andI(big, int64_t(0x80008000)), g.ci32(0)));
+  auto f32Of = [&](Value bits) -> Value {
+    return arith::BitcastOp::create(k.b, k.loc, k.f32, bits);
+  };
+  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+  // Word w as f16 pairs, each half times `inv` (an FP32 power of two).
+  auto convert = [&](Value w, Value inv) -> Value {
+    Value lo = f32Of(arith::ShLIOp::create(k.b, k.loc, w, g.ci32(16)));
+    Value hi = f32Of(andI(w, int64_t(0xFFFF0000)));
+    if (inv) {
+      lo = k.mul(lo, inv);
+      hi = k.mul(hi, inv);
+    }
+    Value v = LLVM::UndefOp::create(k.b, k.loc, VectorType::get({2}, k.f32));
+    v = LLVM::InsertElementOp::create(k.b, k.loc, v, lo, g.ci32(0));
+    v = LLVM::InsertElementOp::create(k.b, k.loc, v, hi, g.ci32(1));
+    Value h = arith::TruncFOp::create(k.b, k.loc, f16x2, v);
+    return LLVM::BitcastOp::create(k.b, k.loc, k.i32, h);
+  };
+  SmallVector<Type> types(words.size() + 1, k.i32);
+  SmallVector<Value> out = g.ifElse(
+      any, types,
+      [&]() -> SmallVector<Value> {
+        // The warp's largest bf16 exponent field e (143 and up here).
+        Value e = g.ci32(0);
+        for (Value w : words)
+          for (int64_t half = 0; half < 2; ++half) {
+            Value x =
+                half ? arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)) : w;
+            Value ex =
+                andI(arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(7)), 0xFF);
+            e = arith::MaxUIOp::create(k.b, k.loc, e, ex);
+          }
+        for (int64_t off : {1, 2, 4, 8, 16})
+          e = arith::MaxUIOp::create(k.b, k.loc, e, g.shflXor(e, off));
+        // Divide by 2^(e - 127 - 14): inv has exponent field 268 - e.
+        Value shift = arith::SubIOp::create(k.b, k.loc, e, g.ci32(141));
+        Value inv = f32Of(arith::ShLIOp::create(
+            k.b, k.loc, arith::SubIOp::create(k.b, k.loc, g.ci32(127), shift),
+            g.ci32(23)));
+        SmallVector<Value> r;
+        for (Value w : words)
+          r.push_back(convert(w, inv));
+        r.push_back(shift);
+        return r;
+      },
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> r;
+        for (Value w : words)
+          r.push_back(convert(w, Value()));
+        r.push_back(g.ci32(0));
+        return r;
+      });
+  for (size_t i = 0; i < words.size(); ++i)
+    words[i] = out[i];
+  // f = 2^shift.
+  return f32Of(arith::ShLIOp::create(
+      k.b, k.loc, arith::AddIOp::create(k.b, k.loc, out.back(), g.ci32(127)),
+      g.ci32(23)));
+}
+
+/// nvfp4CodesToOperands by the hardware conversions of targets with
 /// GpuTarget::e2m1Convert (sm_100a), no table: per block the scale byte
 /// as f16 in both halves (`cvt.rn.f16x2.e4m3x2` of the byte twice), per
 /// code byte (2 codes, the low nibble first) the E2M1 values as f16x2
 /// (`cvt.rn.f16x2.e2m1x2`), their product with the scale (`mul.rn.f16x2`),
-/// rounded to E4M3 (`cvt.rn.satfinite.e4m3x2.f16x2`) and widened to bf16 as
-/// an FP8 cache's bytes are (e4m3x2ToBF16). Every step is exact but the
+/// rounded to E4M3 (`cvt.rn.satfinite.e4m3x2.f16x2`) and widened to f16 as
+/// an FP8 cache's bytes are (e4m3x2ToF16, or e4m3x2ToBF16 without `f16`).
+/// Every step is exact but the
 /// rounding to E4M3, which is the spec's (CacheDecode.h says why;
 /// unittests/Codegen/E2M1DecodeTest.cpp checks every code and scale byte).
-/// `codes` as nvfp4CodesToBF16's.
+/// `codes` as nvfp4CodesToOperands's.
 SmallVector<Value>
-nvfp4CodesToBF16E2M1(GK &g, ArrayRef<Value> codes, int64_t n,
-                     const std::function<Value(int64_t)> &scaleByte) {
+nvfp4CodesToOperandsE2M1(GK &g, ArrayRef<Value> codes, int64_t n, bool f16,
+                         const std::function<Value(int64_t)> &scaleByte) {
   KB &k = g.k;
   MLIRContext *ctx = k.b.getContext();
   auto i8 = k.b.getI8Type();
@@ -776,23 +936,23 @@ nvfp4CodesToBF16E2M1(GK &g, ArrayRef<Value> codes, int64_t n,
     Value product = arith::MulFOp::create(k.b, k.loc, pair, scale);
     Value rounded = NVVM::ConvertF16x2ToF8x2Op::create(
         k.b, k.loc, i8x2, product, /*relu=*/false, e4m3);
-    out.push_back(e4m3x2ToBF16(g, rounded));
+    out.push_back(f16 ? e4m3x2ToF16(g, rounded) : e4m3x2ToBF16(g, rounded));
   }
   return out;
 }
 
-/// The n / 2 words of bf16 pairs of n NVFP4 codes: `codes` holds n / 8
-/// words of 8 codes (nvfp4OctetWords) when n is a multiple of 8, else one
-/// quad of 4 codes in bits 0-15 (nvfp4Words; n = 4). Per 16 values the
-/// 4-word row of `table` (nvfp4BF16Table) for the scale byte scaleByte(j)
-/// (i32) of block j of the n values, read when the block starts. With
-/// g.e2m1 by the hardware conversions instead (nvfp4CodesToBF16E2M1;
-/// `table` is null).
+/// The n / 2 words of f16 (with `f16`) or bf16 pairs of n NVFP4 codes:
+/// `codes` holds n / 8 words of 8 codes (nvfp4OctetWords) when n is a
+/// multiple of 8, else one quad of 4 codes in bits 0-15 (nvfp4Words;
+/// n = 4). Per 16 values the 4-word row of `table` (nvfp4Table's, of the
+/// same operand type) for the scale byte scaleByte(j) (i32) of block j of
+/// the n values, read when the block starts. With g.e2m1 by the hardware
+/// conversions instead (nvfp4CodesToOperandsE2M1; `table` is null).
 SmallVector<Value>
-nvfp4CodesToBF16(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
-                 const std::function<Value(int64_t)> &scaleByte) {
+nvfp4CodesToOperands(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
+                     bool f16, const std::function<Value(int64_t)> &scaleByte) {
   if (g.e2m1)
-    return nvfp4CodesToBF16E2M1(g, codes, n, scaleByte);
+    return nvfp4CodesToOperandsE2M1(g, codes, n, f16, scaleByte);
   KB &k = g.k;
   SmallVector<Value> out;
   auto vec = VectorType::get({4}, k.i32);
@@ -828,12 +988,12 @@ nvfp4CodesToBF16(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
 
 /// Channels [c0, c0 + n) of the FP8 or NVFP4 cache row `row` (n a multiple
 /// of 4, c0 a multiple of n; channel c0 + 2i in the low half of word i) as
-/// n / 2 words of bf16 pairs, exactly as the host reads them (FP8:
-/// decodeE4M3; NVFP4: nvfp4ToFP8Value): the words a bf16 cache row would
-/// hold at those channels. 16-byte loads where n allows. `table` is
-/// nvfp4Table's for NVFP4 rows (null with g.e2m1).
-SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
-                                  int64_t n, Value table) {
+/// n / 2 words of f16 pairs (with `f16`) or bf16 pairs, exactly as the host
+/// reads them (FP8: decodeE4M3; NVFP4: nvfp4ToFP8Value; every E4M3 value
+/// is exact in both). 16-byte loads where n allows. `table` is nvfp4Table's
+/// for NVFP4 rows (null with g.e2m1).
+SmallVector<Value> cacheOperandWords(GK &g, const CacheRow &row, Value c0,
+                                     int64_t n, Value table, bool f16) {
   KB &k = g.k;
   SmallVector<Value> out;
   if (!isNVFP4Cache(row.type)) {
@@ -841,9 +1001,9 @@ SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
     SmallVector<Value> w = g.loadWords(
         row.cache, k.idiv(k.iadd(row.data, c0), k.c(4)), n / 4, n % 16 == 0);
     for (Value x : w) {
-      out.push_back(e4m3PairToBF16(g, x));
-      out.push_back(
-          e4m3PairToBF16(g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16))));
+      out.push_back(e4m3PairToOperand(g, x, f16));
+      out.push_back(e4m3PairToOperand(
+          g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)), f16));
     }
     return out;
   }
@@ -858,7 +1018,7 @@ SmallVector<Value> cacheWordsBF16(GK &g, const CacheRow &row, Value c0,
     codes.push_back(arith::ExtUIOp::create(
         k.b, k.loc, k.i32, g.loadI16(row.cache, k.idiv(codeByte, k.c(2)))));
   Type i8 = k.b.getI8Type();
-  return nvfp4CodesToBF16(g, codes, n, table, [&](int64_t j) -> Value {
+  return nvfp4CodesToOperands(g, codes, n, table, f16, [&](int64_t j) -> Value {
     Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(j));
     return arith::ExtUIOp::create(
         k.b, k.loc, k.i32,
@@ -1016,7 +1176,7 @@ void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
 }
 
 /// The tensor-core indexer: index queries bf16, index keys bf16, FP8 or
-/// NVFP4 (decoded to bf16 operands, cacheWordsBF16), dI a multiple of 32,
+/// NVFP4 (decoded to f16 operands, cacheOperandWords), dI a multiple of 32,
 /// at most 8 index heads.
 bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
   msa::PagedCacheType type = op.getIndexCache().getType();
@@ -1049,7 +1209,8 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
-  Value decodeTable = nvfp4Table(g, type);
+  const bool f16 = indexF16Operands(g, type);
+  Value decodeTable = nvfp4Table(g, type, f16);
 
   indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
     // Q words of this lane: row `row` (an index head), words
@@ -1061,6 +1222,10 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
     for (int64_t i = 0; i < words; ++i)
       qw.push_back(
           k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))), g.ci32(0)));
+    // f16 queries with f16 keys (queryWordsToF16).
+    Value scaleV = k.cf(scale);
+    if (f16)
+      scaleV = k.mul(scaleV, queryWordsToF16(g, qw));
     Value zero = g.ci32(0);
     Value phys = pageOf(k, table, seq, blk);
     // All key words first.
@@ -1069,10 +1234,11 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
       Value slot = k.iadd(
           k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
       if (isDecodedCache(type)) {
-        // Channels [quad dI/4, (quad + 1) dI/4), decoded to bf16 pairs.
-        kw[j] = cacheWordsBF16(g, cacheRow(k, cache, type, phys, k.c(0), slot),
-                               k.imul(quad, k.c(2 * words)), 2 * words,
-                               decodeTable);
+        // Channels [quad dI/4, (quad + 1) dI/4), decoded to f16 pairs
+        // (indexF16Operands) or bf16 pairs.
+        kw[j] = cacheOperandWords(
+            g, cacheRow(k, cache, type, phys, k.c(0), slot),
+            k.imul(quad, k.c(2 * words)), 2 * words, decodeTable, f16);
         continue;
       }
       Value base =
@@ -1091,13 +1257,13 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
       SmallVector<Value> c(4, k.cf(0));
       for (int64_t ks = 0; ks < d / 16; ++ks)
         c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
-                  {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
+                  {kw[j][2 * ks], kw[j][2 * ks + 1]}, c, f16);
       for (int64_t e = 0; e < 2; ++e) {
         Value slot =
             k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
                    k.iadd(k.imul(quad, k.c(2)), k.c(e)));
         Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
-        Value sc = k.mul(c[e], k.cf(scale));
+        Value sc = k.mul(c[e], scaleV);
         // A NaN score never wins the max-pool.
         Value better =
             g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
@@ -1417,6 +1583,10 @@ struct GroupWords {
   /// True when the V words of keys past the position are already zero
   /// (attentionGroupFromRaw zeroes them before the decode).
   bool vMasked = false;
+  /// True when the K (V) words are f16 pairs, decoded from an FP8 or NVFP4
+  /// cache, else bf16 pairs; the query fragments are f16 with f16 K
+  /// (queryWordsToF16), and P enters P V as f16 with f16 V.
+  bool kF16 = false, vF16 = false;
 };
 
 /// Whether every key of the 16-key group at `key0` of block `blk` is
@@ -1435,12 +1605,13 @@ constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
 /// One 16-key group of block `blk` (keys key0 .. key0 + 15 of the block) for
 /// this warp, from its fragment words: S = Q K^T, online softmax update of
 /// (max, partial sum) per row, O = O * alpha + P V, for a token at position
-/// `p`. `st` is (O fragments, max r, max r+8, sum r, sum r+8).
+/// `p`. `st` is (O fragments, max r, max r+8, sum r, sum r+8); `scale`
+/// (FP32) multiplies the scores.
 SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
                                       Value key0, Value blk, Value p,
                                       GroupWords words,
                                       ArrayRef<SmallVector<Value>> qa,
-                                      float scale, ValueRange st) {
+                                      Value scale, ValueRange st) {
   KB &k = g.k;
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
   Value quad = k.irem(g.lane, k.c(4));
@@ -1476,9 +1647,9 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   for (int64_t nt = 0; nt < 2; ++nt) {
     SmallVector<Value> c(4, k.cf(0));
     for (int64_t ks = 0; ks < kSteps; ++ks)
-      c = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]}, c);
+      c = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]}, c, words.kF16);
     for (Value x : c)
-      sv.push_back(k.mul(x, k.cf(scale)));
+      sv.push_back(k.mul(x, scale));
   }
   SmallVector<Type> sTypes(sv.size(), k.f32);
   sv = g.ifElse(
@@ -1537,15 +1708,21 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       [&]() -> SmallVector<Value> { return o; });
   // P as the A operand (16 rows x 16 keys), split into a bf16 head and a
   // bf16 tail (P - head): two products keep P to about 16 bits, which the
-  // host's FP32 reference needs (one bf16 P alone is 8 bits).
+  // host's FP32 reference needs (one bf16 P alone is 8 bits). With f16 V
+  // both terms are f16 (about 22 bits).
+  const bool vF16 = words.vF16;
+  Type pType = vF16 ? Type(k.b.getF16Type()) : Type(k.b.getBF16Type());
   SmallVector<Value> head, tail;
   for (int64_t i = 0; i < 8; ++i) {
-    head.push_back(g.roundTo(sv[i], k.b.getBF16Type()));
+    head.push_back(g.roundTo(sv[i], pType));
     tail.push_back(k.sub(sv[i], head.back()));
   }
   auto pack = [&](ArrayRef<Value> v) -> SmallVector<Value> {
-    return {g.packBF16(v[0], v[1]), g.packBF16(v[2], v[3]),
-            g.packBF16(v[4], v[5]), g.packBF16(v[6], v[7])};
+    SmallVector<Value> r;
+    for (int64_t i = 0; i < 8; i += 2)
+      r.push_back(vF16 ? g.packF16(v[i], v[i + 1])
+                       : g.packBF16(v[i], v[i + 1]));
+    return r;
   };
   SmallVector<Value> pa = pack(head), pb = pack(tail);
   // V as B (keys x channels, column-major): channel `nt` of this lane's
@@ -1562,8 +1739,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
     };
     SmallVector<Value> c(o.begin() + nt * 4, o.begin() + nt * 4 + 4);
     Value b0 = vword(0, 1), b1 = vword(2, 3);
-    c = g.mma(pa, {b0, b1}, c);
-    c = g.mma(pb, {b0, b1}, c);
+    c = g.mma(pa, {b0, b1}, c, vF16);
+    c = g.mma(pb, {b0, b1}, c, vF16);
     for (int64_t e = 0; e < 4; ++e)
       out[nt * 4 + e] = c[e];
   }
@@ -1656,29 +1833,32 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
   return out;
 }
 
-/// The n / 2 words of bf16 pairs of cacheRowRaw's `raw`, exactly as
-/// cacheWordsBF16 decodes them (FP8: e4m3PairToBF16; NVFP4:
-/// nvfp4CodesToBF16 with the rows of `table`, the nvfp4BF16Table words,
-/// here in shared memory, or with g.e2m1 the hardware conversions).
+/// The n / 2 words of cacheRowRaw's `raw`: bf16 pairs as loaded for bf16
+/// rows; for FP8 and NVFP4 rows f16 pairs (f16Operands) or bf16 pairs,
+/// exactly as cacheOperandWords decodes them (FP8: e4m3PairToOperand;
+/// NVFP4: nvfp4CodesToOperands with the rows of `table`, nvfp4Table's words
+/// of the same operand type, here in shared memory, or with g.e2m1 the
+/// hardware conversions).
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
                                      Value table) {
+  const bool f16 = f16Operands(type);
   KB &k = g.k;
   if (!isDecodedCache(type))
     return SmallVector<Value>(raw.begin(), raw.end());
   SmallVector<Value> out;
   if (!isNVFP4Cache(type)) {
     for (Value x : raw) {
-      out.push_back(e4m3PairToBF16(g, x));
-      out.push_back(
-          e4m3PairToBF16(g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16))));
+      out.push_back(e4m3PairToOperand(g, x, f16));
+      out.push_back(e4m3PairToOperand(
+          g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)), f16));
     }
     return out;
   }
   const int64_t codeWords = std::max<int64_t>(n / 8, 1);
   const bool packed = nvfp4RawScaleBytes(n) > 1;
-  return nvfp4CodesToBF16(
-      g, raw.take_front(codeWords), n, table, [&](int64_t j) -> Value {
+  return nvfp4CodesToOperands(
+      g, raw.take_front(codeWords), n, table, f16, [&](int64_t j) -> Value {
         Value w = raw[codeWords + j / 4];
         if (!packed)
           return w;
@@ -1736,7 +1916,7 @@ SmallVector<Value> attentionGroupRaw(GK &g, const AttentionShape &s, Value grp,
 SmallVector<Value> attentionGroupFromRaw(
     GK &g, const AttentionShape &s, Value grp, Value blk, Value p,
     ArrayRef<Value> raw, msa::PagedCacheType type, msa::PagedCacheType vtype,
-    Value table, ArrayRef<SmallVector<Value>> qa, float scale, ValueRange st) {
+    Value table, ArrayRef<SmallVector<Value>> qa, Value scale, ValueRange st) {
   KB &k = g.k;
   const int64_t d = s.d;
   const int64_t kn = cacheRowRawWords(type, d / 4),
@@ -1764,6 +1944,8 @@ SmallVector<Value> attentionGroupFromRaw(
       });
   GroupWords words;
   words.vMasked = true;
+  words.kF16 = f16Operands(type);
+  words.vF16 = f16Operands(vtype);
   for (int64_t nt = 0; nt < 2; ++nt)
     words.kw.push_back(
         decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4, table));
@@ -1880,7 +2062,7 @@ SmallVector<Value> attentionGroupStaged(GK &g, const AttentionShape &s,
                                         Value smem, Value stage, Value key0,
                                         Value blk, Value p,
                                         ArrayRef<SmallVector<Value>> qa,
-                                        float scale, ValueRange st) {
+                                        Value scale, ValueRange st) {
   KB &k = g.k;
   const int64_t d = s.d, kWords = d / 8, vWords = d / 16;
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
@@ -1904,13 +2086,14 @@ bool attentionFits(Operation *op, int64_t threads) {
   AttentionShape s = attentionShape(op);
   auto type = cast<msa::PagedCacheType>(op->getOperand(1).getType());
   auto vtype = cast<msa::PagedCacheType>(op->getOperand(2).getType());
-  // bf16 K and V, or FP8 / NVFP4 ones decoded to bf16 operands.
+  // bf16 K and V, or FP8 / NVFP4 ones decoded to f16 operands.
   for (msa::PagedCacheType t : {type, vtype})
     if (!t.getElementType().isBF16() && !isDecodedCache(t))
       return false;
   Type qe = elementOf(op->getOperand(0));
-  // bf16 queries only: the mma takes bf16 operands, and rounding FP32
-  // queries would change the scores beyond summation order.
+  // bf16 queries only: the mma takes bf16 (or, converted exactly, f16)
+  // operands, and rounding FP32 queries would change the scores beyond
+  // summation order.
   if (!qe.isBF16())
     return false;
   const int64_t warps = threads / kWarp;
@@ -1978,7 +2161,9 @@ void attentionKernel(GK &g, Operation *op) {
   // global-memory path of the cache loads (none with g.e2m1).
   Value decodeTable;
   if ((isNVFP4Cache(type) || isNVFP4Cache(vtype)) && !g.e2m1) {
-    Value global = nvfp4Table(g, isNVFP4Cache(type) ? type : vtype);
+    Value global = isNVFP4Cache(type)
+                       ? nvfp4Table(g, type, f16Operands(type))
+                       : nvfp4Table(g, vtype, f16Operands(vtype));
     decodeTable = g.shared(k.i32, 1024);
     auto vec = VectorType::get({4}, k.i32);
     g.strided(g.tid, k.c(256), [&](Value r) {
@@ -2083,6 +2268,17 @@ void attentionKernel(GK &g, Operation *op) {
     Value seq = k.loadIndex(seqs, t);
     Value qHead0 = k.imul(kvHead, k.c(s.group));
     SmallVector<SmallVector<Value>> qa = queryFragments(t, qHead0);
+    // f16 fragments with an FP8 or NVFP4 K cache (queryWordsToF16).
+    Value itemScale = k.cf(scale);
+    if (f16Operands(type)) {
+      SmallVector<Value> flat;
+      for (const SmallVector<Value> &f : qa)
+        llvm::append_range(flat, f);
+      itemScale = k.mul(itemScale, queryWordsToF16(g, flat));
+      for (size_t ks = 0, at = 0; ks < qa.size(); ++ks)
+        for (Value &v : qa[ks])
+          v = flat[at++];
+    }
     // With qShared, the Q fragments wait in this warp's rows of oS during
     // the loop (lane-major 16-byte pieces, conflict-free) and are read
     // back per group: their D/4 registers hold a group loaded ahead
@@ -2175,7 +2371,7 @@ void attentionKernel(GK &g, Operation *op) {
           auto math = [&]() -> SmallVector<Value> {
             return attentionGroupFromRaw(
                 g, s, groupOf(i), blk, p, raw, type, vtype, decodeTable,
-                qShared ? sharedQ() : qa, scale, state);
+                qShared ? sharedQ() : qa, itemScale, state);
           };
           SmallVector<Value> out =
               sparse ? g.ifElse(k.icmp(CmpI::sge, blk, k.c(0)), types, math,
@@ -2280,7 +2476,7 @@ void attentionKernel(GK &g, Operation *op) {
           k.ifThen(k.icmp(CmpI::ult, next, groups), [&] { issue(next); });
           commit();
           return attentionGroupStaged(g, s, oSmem, stageOf(i), key0Of(i),
-                                      blockOf(i), p, qa, scale, in);
+                                      blockOf(i), p, qa, k.cf(scale), in);
         });
     // The stages are free once every warp is past its last group.
     NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);

@@ -299,4 +299,38 @@ TEST(E2M1DecodeTest, SequenceMatchesSpecForEveryCodeAndScale) {
   EXPECT_EQ(failures, 0);
 }
 
+// The f16 table of the tensor-core kernels (nvfp4F16Table): for every
+// E4M3 scale byte and E2M1 magnitude, its f16 bits (LowPrecision.h's
+// f16ToFloat) equal the spec's E4M3(e2m1 * scale), NaN exactly where the
+// spec gives NaN, and the bf16 table's value at the same place: the two
+// operand types read the same numbers.
+TEST(E2M1DecodeTest, F16TableHoldsTheSameValuesAsTheBF16Table) {
+  const std::array<int32_t, 1024> f16 = nvfp4F16Table(),
+                                  bf16 = nvfp4BF16Table();
+  auto bits = [](const std::array<int32_t, 1024> &t, int s, int m) {
+    const uint32_t lo = uint32_t(t[4 * s + m / 4]),
+                   hi = uint32_t(t[4 * s + 2 + m / 4]);
+    return uint16_t(((lo >> (8 * (m % 4))) & 0xFF) |
+                    (((hi >> (8 * (m % 4))) & 0xFF) << 8));
+  };
+  int failures = 0;
+  for (int s = 0; s < 256; ++s)
+    for (int m = 0; m < 8; ++m) {
+      const float want = numerics::e4m3ToFloat(
+          numerics::floatToE4M3(numerics::e2m1ToFloat(uint8_t(m)) *
+                                numerics::e4m3ToFloat(uint8_t(s))));
+      const float got = numerics::f16ToFloat(bits(f16, s, m));
+      const float other = numerics::bf16ToFloat(bits(bf16, s, m));
+      const bool ok = std::isnan(want)
+                          ? std::isnan(got) && std::isnan(other)
+                          : got == want && other == want &&
+                                std::signbit(got) == std::signbit(want);
+      if (!ok && ++failures <= 20)
+        ADD_FAILURE() << "E2M1 magnitude " << m << " x E4M3 scale 0x"
+                      << std::hex << s << std::dec << ": f16 " << got
+                      << ", bf16 " << other << ", want " << want;
+    }
+  EXPECT_EQ(failures, 0);
+}
+
 } // namespace

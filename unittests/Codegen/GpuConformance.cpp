@@ -5,8 +5,8 @@
 // msac-gpu-conformance: compiles the conversion kernels of the host unit
 // tests (ConversionKernels.h: the E4M3 encode and decodes the caches and the
 // weight dequantizer use, the exhaustive NVFP4 -> E4M3 table, and the
-// NVFP4 -> bf16 cache decode of the tensor-core kernels with nvvm.prmt byte
-// lookups) for an NVIDIA target, and writes a bundle that
+// NVFP4 -> bf16 and -> f16 cache decodes of the tensor-core kernels with
+// nvvm.prmt byte lookups) for an NVIDIA target, and writes a bundle that
 // bench/gpu_conformance.py runs on the GPU machine (which has no LLVM):
 //
 //   DIR/kernels.cubin   the kernels, `void NAME(ptr buffers, ptr scalars)`
@@ -42,6 +42,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,8 +75,8 @@ public:
     buffers.push_back(llvm::json::Object{{"input", file}});
   }
   /// An output buffer whose expected contents are `want`, compared as
-  /// `compare`: "bytes" (identical), "f32" or "bf16" (identical bits, or
-  /// NaN where `want` is NaN).
+  /// `compare`: "bytes" (identical), "f32", "bf16" or "f16" (identical
+  /// bits, or NaN where `want` is NaN).
   template <typename T>
   void output(const std::vector<T> &want, llvm::StringRef compare) {
     const std::string file = name() + ".expected.bin";
@@ -137,29 +138,55 @@ Case fp8Case() {
   return c;
 }
 
-/// The `nvfp4bf16` kernel's buffers: every code x every scale byte through
-/// the table and the byte lookups, as bf16 pairs.
-Case nvfp4Case() {
-  Case c("nvfp4bf16");
-  const std::array<int32_t, 1024> table = nvfp4BF16Table();
+/// The f16 bits of an FP32 value f16 holds exactly (NaN: 0x7E00), found
+/// by search over every f16 pattern with LowPrecision.h's decoder (not
+/// CacheDecode.h's exactF16Bits, which the kernels' table uses).
+uint16_t f16BitsBySearch(float v) {
+  if (std::isnan(v))
+    return 0x7E00;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = numerics::f16ToFloat(static_cast<uint16_t>(h));
+    if (f == v && std::signbit(f) == std::signbit(v))
+      return static_cast<uint16_t>(h);
+  }
+  return 0x7E00; // not representable: cannot match a finite result
+}
+
+/// The `nvfp4bf16` (or with `f16` the `nvfp4f16`) kernel's buffers: every
+/// code x every scale byte through the table (nvfp4BF16Table or
+/// nvfp4F16Table) and the byte lookups, as bf16 (f16) pairs.
+Case nvfp4Case(bool f16) {
+  Case c(f16 ? "nvfp4f16" : "nvfp4bf16");
+  const std::array<int32_t, 1024> table =
+      f16 ? nvfp4F16Table() : nvfp4BF16Table();
   std::vector<int32_t> codes, scales;
   nvfp4QuadCases(codes, scales);
   std::vector<uint16_t> want;
+  std::map<uint32_t, uint16_t> f16Bits; // by FP32 bits
   for (size_t n = 0; n < codes.size(); ++n)
     for (int i = 0; i < 4; ++i) {
       const int code = (codes[n] >> (4 * i)) & 15;
       const float v = numerics::e4m3ToFloat(numerics::floatToE4M3(
           numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
           numerics::e4m3ToFloat(static_cast<uint8_t>(scales[n]))));
-      want.push_back(std::isnan(v) ? uint16_t(0x7FC0)
-                                   : numerics::floatToBF16(v));
+      if (!f16) {
+        want.push_back(std::isnan(v) ? uint16_t(0x7FC0)
+                                     : numerics::floatToBF16(v));
+        continue;
+      }
+      const uint32_t key = numerics::floatBits(v);
+      auto it = f16Bits.find(key);
+      if (it == f16Bits.end())
+        it = f16Bits.emplace(key, f16BitsBySearch(v)).first;
+      want.push_back(it->second);
     }
+  const llvm::StringRef compare = f16 ? "f16" : "bf16";
   c.scalars[0] = static_cast<int64_t>(codes.size());
   c.input(std::vector<int32_t>(table.begin(), table.end()));
   c.input(codes);
   c.input(scales);
-  c.output(want, "bf16");
-  c.output(want, "bf16"); // the 8-code decode of the attention kernels
+  c.output(want, compare);
+  c.output(want, compare); // the 8-code decode of the attention kernels
   return c;
 }
 
@@ -186,14 +213,16 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   emitKernelFunction(b, loc, "fp8", emitFp8Kernel);
-  emitKernelFunction(b, loc, "nvfp4bf16", [](KB &k) {
-    emitNvfp4Bf16Kernel(k, [&](Value lo, Value hi, Value sel) -> Value {
-      return NVVM::PermuteOp::create(
-          k.b, k.loc, k.i32, lo, hi, sel,
-          NVVM::PermuteModeAttr::get(k.b.getContext(),
-                                     NVVM::PermuteMode::DEFAULT));
+  // One body, two tables (the buffers differ): bf16 and f16 operands.
+  for (const char *name : {"nvfp4bf16", "nvfp4f16"})
+    emitKernelFunction(b, loc, name, [](KB &k) {
+      emitNvfp4Bf16Kernel(k, [&](Value lo, Value hi, Value sel) -> Value {
+        return NVVM::PermuteOp::create(
+            k.b, k.loc, k.i32, lo, hi, sel,
+            NVVM::PermuteModeAttr::get(k.b.getContext(),
+                                       NVVM::PermuteMode::DEFAULT));
+      });
     });
-  });
 
   std::string cubin;
   std::string error = emitNvidiaBinary(*module, ModuleOp(), ModuleOp(),
@@ -213,7 +242,7 @@ int main(int argc, char **argv) {
     return true;
   };
   llvm::json::Array cases;
-  for (const Case &c : {fp8Case(), nvfp4Case()}) {
+  for (const Case &c : {fp8Case(), nvfp4Case(false), nvfp4Case(true)}) {
     for (const auto &[file, data] : c.files)
       if (!write(file, data))
         return fail("cannot write " + outputDir + "/" + file);
@@ -228,6 +257,6 @@ int main(int argc, char **argv) {
   if (!write("kernels.cubin", cubin) || !write("cases.json", json + "\n"))
     return fail("cannot write into " + outputDir);
   llvm::outs() << "msac-gpu-conformance: wrote " << outputDir << " ("
-               << targetName << ", 2 kernels)\n";
+               << targetName << ", 3 kernels)\n";
   return 0;
 }
