@@ -214,11 +214,16 @@ def main():
             record(op, g(b[2])[:T], bf(want))
         elif op == "msa.kv_cache_insert":
             cache, table, seqs, pos, vals = g(b[0]), g(b[1]), g(b[2]), g(b[3]), g(b[4])
+            # An FP8 / NVFP4 cache holds the quantized values (decoded by
+            # Step.get), to compare with the same quantization of the
+            # inserted rows: exact, so any flipped step exceeds the bound.
+            dtype = s.meta["buffers"].get(str(int(b[0])), {}).get("dtype", "bf16")
             page = cache.shape[2]
             for t in range(T):
                 p = int(pos[t])
                 phys = int(table[int(seqs[t]), p // page])
-                record(op, cache[phys, :, p % page, :], vals[t].reshape(cache.shape[1], -1))
+                record(op, cache[phys, :, p % page, :],
+                       quantize_like_cache(vals[t].reshape(cache.shape[1], -1), dtype))
         elif op == "msa.index_score":
             q, cache, table, seqs, pos, out = (g(x) for x in b[:6])
             for t in range(T):
