@@ -94,6 +94,24 @@ inline uint16_t exactBF16Bits(float v) {
   return uint16_t(u >> 16);
 }
 
+/// The f16 range test of queryWordsToF16 on one bf16 half `h` (bits):
+/// adding kF16OverflowBias to |h| (h & 0x7FFF) sets bit 15 iff the half is
+/// at least 0x4780, i.e. |value| >= 2^16 (or Inf / NaN): exactly the bf16
+/// values whose conversion to f16 overflows (the largest bf16 value below
+/// 2^16, 65,280, is below f16's 65,504). The kernels test both halves of a
+/// word at once (0x7FFF7FFF, then the bias in both halves: no carry
+/// crosses, as 0x7FFF + 0x3880 < 0x10000).
+constexpr uint32_t kF16OverflowBias = 0x3880;
+constexpr bool bf16OverflowsF16(uint16_t h) {
+  return (((h & 0x7FFFu) + kF16OverflowBias) & 0x8000u) != 0;
+}
+
+/// The power of two queryWordsToF16 divides a warp's queries by when their
+/// largest bf16 exponent field is `e` (>= 143: some value reaches 2^16):
+/// 2^(e - kF16QueryShiftBase), which brings every value below 2^16 and the
+/// largest to [2^14, 2^16).
+constexpr int kF16QueryShiftBase = 141;
+
 /// f16 bits of an FP32 value that f16 holds exactly as a normal number or
 /// zero, as every E4M3 value is (|v| in [2^-9, 448]; NaN -> 0x7E00).
 inline uint16_t exactF16Bits(float v) {

@@ -826,13 +826,14 @@ Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
   auto andI = [&](Value x, int64_t m) -> Value {
     return arith::AndIOp::create(k.b, k.loc, x, g.ci32(int32_t(m)));
   };
-  // Bit 15 of a half of (|w| + 0x3880) is set iff the half is >= 0x4780.
+  // bf16OverflowsF16 on both halves: bit 15 of a half of
+  // (|w| + kF16OverflowBias) is set iff the half is >= 0x4780.
+  const int64_t bias = int64_t(kF16OverflowBias) << 16 | kF16OverflowBias;
   Value big = g.ci32(0);
   for (Value w : words)
-    big = arith::OrIOp::create(k.b, k.loc, big,
-                               arith::AddIOp::create(k.b, k.loc,
-                                                     andI(w, 0x7FFF7FFF),
-                                                     g.ci32(0x38803880)));
+    big = arith::OrIOp::create(
+        k.b, k.loc, big,
+        arith::AddIOp::create(k.b, k.loc, andI(w, 0x7FFF7FFF), g.ci32(bias)));
   Value any =
       g.anyLane(k.icmp(CmpI::ne, andI(big, int64_t(0x80008000)), g.ci32(0)));
   auto f32Of = [&](Value bits) -> Value {
@@ -869,8 +870,10 @@ Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
           }
         for (int64_t off : {1, 2, 4, 8, 16})
           e = arith::MaxUIOp::create(k.b, k.loc, e, g.shflXor(e, off));
-        // Divide by 2^(e - 127 - 14): inv has exponent field 268 - e.
-        Value shift = arith::SubIOp::create(k.b, k.loc, e, g.ci32(141));
+        // Divide by 2^(e - kF16QueryShiftBase): inv has exponent field
+        // 127 - (e - kF16QueryShiftBase).
+        Value shift =
+            arith::SubIOp::create(k.b, k.loc, e, g.ci32(kF16QueryShiftBase));
         Value inv = f32Of(arith::ShLIOp::create(
             k.b, k.loc, arith::SubIOp::create(k.b, k.loc, g.ci32(127), shift),
             g.ci32(23)));

@@ -299,6 +299,38 @@ TEST(E2M1DecodeTest, SequenceMatchesSpecForEveryCodeAndScale) {
   EXPECT_EQ(failures, 0);
 }
 
+// queryWordsToF16's range test and scaling on every bf16 pattern: the test
+// fires exactly for the values whose f16 conversion is not finite (|v| at
+// least halfway from f16's largest finite value to 2^16, Inf, NaN;
+// LowPrecision.h's decoders), and for every exponent field that fires,
+// dividing by 2^(e - kF16QueryShiftBase) leaves every value of that or a
+// smaller exponent finite in f16 and the field's smallest value at 2^14
+// or more.
+TEST(E2M1DecodeTest, QueryRangeTestMatchesF16Overflow) {
+  const float f16Max = numerics::f16ToFloat(0x7BFF);
+  // Nearest even rounds to infinity from halfway to 2^16 up.
+  const float overflowFrom = f16Max + std::ldexp(1.0f, 4);
+  int failures = 0;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float v = numerics::bf16ToFloat(uint16_t(h));
+    const bool overflows = !std::isfinite(v) || std::fabs(v) >= overflowFrom;
+    if (bf16OverflowsF16(uint16_t(h)) != overflows && ++failures <= 10)
+      ADD_FAILURE() << "bf16 0x" << std::hex << h << std::dec << " (" << v
+                    << "): test " << bf16OverflowsF16(uint16_t(h))
+                    << ", overflows " << overflows;
+  }
+  EXPECT_EQ(failures, 0);
+  for (int e = 143; e < 255; ++e) {
+    const int shift = e - kF16QueryShiftBase;
+    // The largest and the smallest bf16 magnitude with exponent field e.
+    const float largest = std::ldexp(2.0f - std::ldexp(1.0f, -7), e - 127);
+    EXPECT_LT(std::ldexp(largest, -shift), overflowFrom)
+        << "exponent field " << e;
+    EXPECT_GE(std::ldexp(1.0f, e - 127 - shift), std::ldexp(1.0f, 14))
+        << "exponent field " << e;
+  }
+}
+
 // The f16 table of the tensor-core kernels (nvfp4F16Table): for every
 // E4M3 scale byte and E2M1 magnitude, its f16 bits (LowPrecision.h's
 // f16ToFloat) equal the spec's E4M3(e2m1 * scale), NaN exactly where the
