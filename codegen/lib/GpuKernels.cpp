@@ -758,51 +758,52 @@ Value nvfp4Table(GK &g, msa::PagedCacheType type, bool f16) {
   return g.constantWords(f16 ? f16Table : bf16Table);
 }
 
+/// Two E4M3 bytes (a vector<2xi8>, channel 2i first) as a vector<2xf16>,
+/// exactly: one `cvt.rn.f16x2.e4m3x2` (every E4M3 value is a normal f16 or
+/// zero; NaN stays NaN).
+Value e4m3x2ToF16x2(GK &g, Value v) {
+  KB &k = g.k;
+  return NVVM::ConvertF8x2ToF16x2Op::create(
+      k.b, k.loc, VectorType::get({2}, k.b.getF16Type()), v, /*relu=*/false,
+      Float8E4M3FNType::get(k.b.getContext()));
+}
+
+/// e4m3x2ToF16x2 as one word of f16 pairs.
+Value e4m3x2ToF16(GK &g, Value v) {
+  return LLVM::BitcastOp::create(g.k.b, g.k.loc, g.k.i32, e4m3x2ToF16x2(g, v));
+}
+
 /// Two E4M3 bytes (a vector<2xi8>, channel 2i first) as one word of bf16
-/// pairs, exactly: `cvt.rn.f16x2.e4m3x2` (E4M3 is exact in f16, NaN stays
-/// NaN), f16 -> FP32 (exact), FP32 -> bf16 (exact: E4M3 values have 4
-/// significant bits and lie within bf16's normal range).
+/// pairs, exactly: e4m3x2ToF16x2, f16 -> FP32 (exact), FP32 -> bf16
+/// (exact: E4M3 values have 4 significant bits and lie within bf16's
+/// normal range).
 Value e4m3x2ToBF16(GK &g, Value v) {
   KB &k = g.k;
-  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
-  Value h = NVVM::ConvertF8x2ToF16x2Op::create(
-      k.b, k.loc, f16x2, v, /*relu=*/false,
-      Float8E4M3FNType::get(k.b.getContext()));
-  Value f = arith::ExtFOp::create(k.b, k.loc, VectorType::get({2}, k.f32), h);
+  Value f = arith::ExtFOp::create(k.b, k.loc, VectorType::get({2}, k.f32),
+                                  e4m3x2ToF16x2(g, v));
   Value b = arith::TruncFOp::create(k.b, k.loc,
                                     VectorType::get({2}, k.b.getBF16Type()), f);
   return LLVM::BitcastOp::create(k.b, k.loc, k.i32, b);
 }
 
+/// Bits 0-15 of the i32 `pair` as the vector<2xi8> of two E4M3 bytes
+/// (channel 2i in the low byte).
+Value e4m3PairBytes(GK &g, Value pair) {
+  KB &k = g.k;
+  return LLVM::BitcastOp::create(
+      k.b, k.loc, VectorType::get({2}, k.b.getI8Type()),
+      arith::TruncIOp::create(k.b, k.loc, k.i16, pair));
+}
+
 /// e4m3x2ToBF16 of bits 0-15 of the i32 `pair` (channel 2i in the low
 /// byte).
 Value e4m3PairToBF16(GK &g, Value pair) {
-  KB &k = g.k;
-  auto i8x2 = VectorType::get({2}, k.b.getI8Type());
-  return e4m3x2ToBF16(g, LLVM::BitcastOp::create(
-                             k.b, k.loc, i8x2,
-                             arith::TruncIOp::create(k.b, k.loc, k.i16, pair)));
-}
-
-/// Two E4M3 bytes (a vector<2xi8>, channel 2i first) as one word of f16
-/// pairs, exactly: one `cvt.rn.f16x2.e4m3x2` (every E4M3 value is a normal
-/// f16 or zero; NaN stays NaN).
-Value e4m3x2ToF16(GK &g, Value v) {
-  KB &k = g.k;
-  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
-  Value h = NVVM::ConvertF8x2ToF16x2Op::create(
-      k.b, k.loc, f16x2, v, /*relu=*/false,
-      Float8E4M3FNType::get(k.b.getContext()));
-  return LLVM::BitcastOp::create(k.b, k.loc, k.i32, h);
+  return e4m3x2ToBF16(g, e4m3PairBytes(g, pair));
 }
 
 /// e4m3x2ToF16 of bits 0-15 of the i32 `pair` (channel 2i in the low byte).
 Value e4m3PairToF16(GK &g, Value pair) {
-  KB &k = g.k;
-  auto i8x2 = VectorType::get({2}, k.b.getI8Type());
-  return e4m3x2ToF16(g, LLVM::BitcastOp::create(
-                            k.b, k.loc, i8x2,
-                            arith::TruncIOp::create(k.b, k.loc, k.i16, pair)));
+  return e4m3x2ToF16(g, e4m3PairBytes(g, pair));
 }
 
 /// Two E4M3 bytes in bits 0-15 of `pair` as an f16 (e4m3PairToF16) or a
