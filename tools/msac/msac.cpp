@@ -806,13 +806,17 @@ int main(int argc, char **argv) {
        << "  artifact format version: " << kArtifactFormatVersion << "\n"
        << "  LLVM version: " << LLVM_VERSION_STRING << "\n";
   });
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "msac: ahead-of-time compiler for MiniMax-M3-family models\n\n"
-      "  msac import MODEL_DIR   check a checkpoint and print its msa IR\n"
-      "  msac compile MODEL_DIR --target host -o MODEL.msa\n"
-      "                          compile to an artifact for msac-run\n"
-      "  msac plan MODEL_DIR     weight and KV-cache memory report\n");
+  // Parse errors (an unknown flag, subcommand or --emit stage) are usage
+  // errors: exit 2 like the others, not LLVM's exit 1.
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "msac: ahead-of-time compiler for MiniMax-M3-family models\n\n"
+          "  msac import MODEL_DIR   check a checkpoint and print its msa IR\n"
+          "  msac compile MODEL_DIR --target host -o MODEL.msa\n"
+          "                          compile to an artifact for msac-run\n"
+          "  msac plan MODEL_DIR     weight and KV-cache memory report\n",
+          &errs()))
+    return 2;
   if (importCommand)
     return runImport();
   if (planCommand)
