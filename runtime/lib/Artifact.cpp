@@ -156,6 +156,27 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             ": not valid JSON: " + msac::ckpt::jsonErrorText(e.what());
     return nullptr;
   }
+  // A file of the artifact: a relative path that stays inside the
+  // artifact folder, or with `sibling` inside its parent (the weights:
+  // bench/h200-inputs.sh points twin artifacts at one weights.bin,
+  // ../owner.msa/weights.bin).
+  auto insideArtifact = [](const JsonField &f, bool sibling = false) {
+    const std::string path = f.string();
+    int depth = 0;
+    bool ok = !path.empty() && path[0] != '/';
+    for (size_t at = 0; ok && at <= path.size();) {
+      size_t end = std::min(path.find('/', at), path.size());
+      const std::string part = path.substr(at, end - at);
+      depth += part == ".." ? -1 : part.empty() || part == "." ? 0 : 1;
+      ok = depth >= (sibling ? -1 : 0);
+      at = end + 1;
+    }
+    if (!ok)
+      f.fail(sibling ? "a relative path inside the artifact folder or a "
+                       "sibling folder"
+                     : "a relative path inside the artifact folder");
+    return path;
+  };
   try {
     // Every field is read through JsonField, whose errors name the field.
     const JsonField root(m, "");
@@ -206,7 +227,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     for (const JsonField &t : targets) {
       Target target;
       target.name = t.at("name").string();
-      target.kernelsPath = dir + "/" + t.at("kernels_file").string();
+      target.kernelsPath = dir + "/" + insideArtifact(t.at("kernels_file"));
       target.kernelsChecksum = t.string("kernels_fnv1a64", "");
       if (t.has("launch")) {
         const JsonField launch = t.at("launch");
@@ -275,6 +296,11 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     }
     for (const JsonField &k : root.at("kernels").elements())
       a->kernels.push_back(k.at("name").string());
+    // Kernels the schedules launch must be the manifest's.
+    auto knownKernel = [&](const std::string &name) {
+      return std::find(a->kernels.begin(), a->kernels.end(), name) !=
+             a->kernels.end();
+    };
     for (const Target &t : a->targetList)
       if (t.grid && t.kernelNames != a->kernels)
         throw std::runtime_error(
@@ -286,6 +312,11 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       for (const JsonField &s : steps.elements()) {
         Step step;
         step.kernel = s.at("kernel").string();
+        if (!knownKernel(step.kernel))
+          throw std::runtime_error("a step launches kernel '" + step.kernel +
+                                   "', which the manifest's kernels do not "
+                                   "list; the artifact is corrupt, recompile "
+                                   "the model");
         step.op = s.string("op", "");
         step.buffers = s.at("buffers").integers();
         for (int64_t id : step.buffers)
@@ -301,6 +332,10 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       readSchedule(schedules.at("init"), a->init);
     readSchedule(schedules.at("prefill"), a->prefill);
     readSchedule(schedules.at("decode"), a->decode);
+    if (a->prefill.empty() || a->decode.empty())
+      throw std::runtime_error(
+          "schedules.prefill and schedules.decode must each launch at least "
+          "one kernel; the artifact is corrupt, recompile the model");
     a->outputList = root.at("outputs").integers();
     // A hand-edited or corrupt manifest must not reach the kernels: the
     // buffers' element types are the ones msac writes, and the model's
@@ -316,6 +351,42 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                                  b.dtype +
                                  "', which msac does not write; the artifact "
                                  "is corrupt, recompile the model");
+    // Extents are positive, or the step symbols the runtime sizes
+    // (HostModel/CudaModel: T and N tokens, S sequences, MB blocks per
+    // sequence); an unknown symbol or a 0 would allocate nothing.
+    for (const Buffer &b : a->bufferList)
+      for (const Extent &e : b.shape)
+        if (e.symbol.empty() ? e.value < 1
+                             : e.symbol != "T" && e.symbol != "N" &&
+                                   e.symbol != "S" && e.symbol != "MB")
+          throw std::runtime_error(
+              "buffer '" + b.name + "' has extent " +
+              (e.symbol.empty() ? std::to_string(e.value)
+                                : "'" + e.symbol + "'") +
+              ", but extents are positive integers or T, N, S, MB; the "
+              "artifact is corrupt, recompile the model");
+    // The step inputs are the runtime's fixed arguments (HostModel.h
+    // StepInputs::argument): each once, with its shape.
+    static const char *const kInputShapes[] = {"T", "T", "T", "N", "S,MB"};
+    std::vector<int> inputSeen(std::size(kInputShapes), 0);
+    for (const Buffer &b : a->bufferList) {
+      if (b.kind != Buffer::Kind::Input)
+        continue;
+      std::string shape;
+      for (const Extent &e : b.shape)
+        shape += (shape.empty() ? "" : ",") +
+                 (e.symbol.empty() ? std::to_string(e.value) : e.symbol);
+      if (b.argument < 0 ||
+          b.argument >= static_cast<int64_t>(std::size(kInputShapes)) ||
+          inputSeen[b.argument]++ || shape != kInputShapes[b.argument] ||
+          b.dtype != "i32")
+        throw std::runtime_error(
+            "input '" + b.name + "' is argument " + std::to_string(b.argument) +
+            " with dtype " + b.dtype + " and shape [" + shape +
+            "], but the step inputs are arguments 0-4, each once, i32, "
+            "shaped [T], [T], [T], [N], [S, MB]; the artifact is corrupt, "
+            "recompile the model");
+    }
     for (const Buffer &b : a->bufferList)
       if (b.kind == Buffer::Kind::Cache && b.pageSize != info.pageSize)
         throw std::runtime_error(
@@ -331,6 +402,11 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
         throw std::runtime_error("output " + std::to_string(id) +
                                  " names no buffer");
     const Buffer &logits = a->bufferList[a->outputList[0]];
+    if (logits.dtype != "f32")
+      throw std::runtime_error("the logits buffer '" + logits.name +
+                               "' has dtype " + logits.dtype +
+                               ", but the runtime reads FP32 logits (f32); "
+                               "the artifact is corrupt, recompile the model");
     if (info.vocabSize <= 0 || logits.shape.empty() ||
         !logits.shape.back().symbol.empty() ||
         logits.shape.back().value != info.vocabSize)
@@ -345,7 +421,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     // Weights.
     const JsonField weightsField = root.at("weights");
     const std::string weightsPath =
-        dir + "/" + weightsField.at("file").string();
+        dir + "/" + insideArtifact(weightsField.at("file"), /*sibling=*/true);
     a->stripped = weightsField.boolean("stripped", false);
     int fd = -1;
     if (a->stripped) {
