@@ -33,7 +33,9 @@ std::string manifest(int version, const std::string &kernels) {
   "kernels": [{"name": "msac_k0_embedding"}, {"name": "msac_k1_linear"}],
   "buffers": [{"kind": "activation", "name": "logits", "dtype": "f32",
                "shape": ["N", 128]}],
-  "schedules": {"init": [], "prefill": [], "decode": []},
+  "schedules": {"init": [],
+                "prefill": [{"kernel": "msac_k1_linear", "buffers": [0]}],
+                "decode": [{"kernel": "msac_k1_linear", "buffers": [0]}]},
   "outputs": [0],
   "weights": {"file": "weights.bin", "bytes": 0, "alignment": 4096,
               "stripped": true}})";
