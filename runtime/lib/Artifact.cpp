@@ -387,6 +387,26 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             "shaped [T], [T], [T], [N], [S, MB]; the artifact is corrupt, "
             "recompile the model");
     }
+    // A weight's bytes are its shape's elements times the element size
+    // (every weight msac writes has a fixed shape and a whole-byte element
+    // type; packed payloads are ui8 bytes): the kernels read that many.
+    for (const Buffer &b : a->bufferList) {
+      if (b.kind != Buffer::Kind::Weight || b.dtype == "nvfp4")
+        continue;
+      uint64_t elements = 1;
+      bool fixed = true;
+      for (const Extent &e : b.shape) {
+        fixed &= e.symbol.empty();
+        elements *= static_cast<uint64_t>(e.symbol.empty() ? e.value : 1);
+      }
+      const uint64_t need = elements * static_cast<uint64_t>(b.elementBytes());
+      if (!fixed || need != b.bytes)
+        throw std::runtime_error(
+            "weight '" + b.name + "' has " + std::to_string(b.bytes) +
+            " bytes, but its " + (fixed ? "" : "symbolic ") + "shape of " +
+            b.dtype + " elements needs " + std::to_string(need) +
+            "; the artifact is corrupt, recompile the model");
+    }
     for (const Buffer &b : a->bufferList)
       if (b.kind == Buffer::Kind::Cache && b.pageSize != info.pageSize)
         throw std::runtime_error(
