@@ -421,6 +421,19 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       if (id < 0 || id >= static_cast<int64_t>(a->bufferList.size()))
         throw std::runtime_error("output " + std::to_string(id) +
                                  " names no buffer");
+    // Token ids of the model are vocabulary rows (bos_token_id may be
+    // absent: -1).
+    auto checkToken = [&](int64_t id, const std::string &field) {
+      if (id < 0 || id >= info.vocabSize)
+        throw std::runtime_error(
+            "model." + field + " is " + std::to_string(id) +
+            ", outside the vocabulary of " + std::to_string(info.vocabSize) +
+            " tokens; the artifact is corrupt, recompile the model");
+    };
+    if (info.bosTokenId != -1)
+      checkToken(info.bosTokenId, "bos_token_id");
+    for (int64_t id : info.eosTokenIds)
+      checkToken(id, "eos_token_ids");
     const Buffer &logits = a->bufferList[a->outputList[0]];
     if (logits.dtype != "f32")
       throw std::runtime_error("the logits buffer '" + logits.name +
