@@ -393,18 +393,20 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     for (const Buffer &b : a->bufferList) {
       if (b.kind != Buffer::Kind::Weight || b.dtype == "nvfp4")
         continue;
-      uint64_t elements = 1;
-      bool fixed = true;
+      // A product past 2^64 must not wrap into a small size.
+      uint64_t need = static_cast<uint64_t>(b.elementBytes());
+      bool fixed = true, overflow = false;
       for (const Extent &e : b.shape) {
         fixed &= e.symbol.empty();
-        elements *= static_cast<uint64_t>(e.symbol.empty() ? e.value : 1);
+        overflow |= __builtin_mul_overflow(
+            need, static_cast<uint64_t>(e.symbol.empty() ? e.value : 1), &need);
       }
-      const uint64_t need = elements * static_cast<uint64_t>(b.elementBytes());
-      if (!fixed || need != b.bytes)
+      if (!fixed || overflow || need != b.bytes)
         throw std::runtime_error(
             "weight '" + b.name + "' has " + std::to_string(b.bytes) +
             " bytes, but its " + (fixed ? "" : "symbolic ") + "shape of " +
-            b.dtype + " elements needs " + std::to_string(need) +
+            b.dtype + " elements needs " +
+            (overflow ? std::string("more than 2^64") : std::to_string(need)) +
             "; the artifact is corrupt, recompile the model");
     }
     for (const Buffer &b : a->bufferList)
