@@ -112,6 +112,31 @@ constexpr bool bf16OverflowsF16(uint16_t h) {
 /// largest to [2^14, 2^16).
 constexpr int kF16QueryShiftBase = 141;
 
+/// The shift queryWordsToF16 takes when some query of the warp fails the
+/// range test and `e` is the largest exponent field of the warp's finite
+/// values (Inf and NaN, field 255, are left out: they stay Inf and NaN in
+/// f16, and a shift by them would flush every other value to zero):
+/// values are divided by 2^f16QueryShift(e).
+constexpr int f16QueryShift(int e) {
+  return e - kF16QueryShiftBase > 0 ? e - kF16QueryShiftBase : 0;
+}
+
+/// The power of two rowsDot's f16 rows (rowToF16 in GpuKernels.cpp)
+/// multiply a row of bf16 x by when its largest exponent field is `e`:
+/// 2^f16RowShift(e) brings the largest magnitude into [2^14, 2^15), so
+/// that no value overflows f16 and every value of exponent field e - 28
+/// or more is an f16 normal number (converted exactly). Clamped to
+/// +-kF16RowShiftMax, so that 2^s and 2^-s are normal FP32 numbers (only
+/// rows whose largest value is below 2^-112 reach it; Inf / NaN, field
+/// 255, give -114).
+constexpr int kF16RowShiftMax = 126;
+constexpr int f16RowShift(int e) {
+  const int s = kF16QueryShiftBase - e;
+  return s > kF16RowShiftMax    ? kF16RowShiftMax
+         : s < -kF16RowShiftMax ? -kF16RowShiftMax
+                                : s;
+}
+
 /// f16 bits of an FP32 value that f16 holds exactly as a normal number or
 /// zero, as every E4M3 value is (|v| in [2^-9, 448]; NaN -> 0x7E00).
 inline uint16_t exactF16Bits(float v) {

@@ -817,11 +817,13 @@ Value e4m3PairToOperand(GK &g, Value pair, bool f16) {
 /// pairs in place, and the result is the FP32 power of two f with
 /// q = f * q16, to multiply into the score scale. f = 1 unless some query
 /// value of the warp reaches 2^16 (bf16 exponent field >= 143, beyond
-/// f16's 65504; a uniform branch): then every word is divided by
-/// f = 2^(e - 14), e the warp's largest exponent, so that the largest
-/// value lies in [2^14, 2^16). Exact for values f16 holds as normal
-/// numbers (2^-14 f and up); smaller ones are rounded to f16's subnormal
-/// steps of 2^-24 f, below the rounding of an FP32 score of the others.
+/// f16's 65504) or is Inf or NaN (a uniform branch): then every word is
+/// divided by f = 2^f16QueryShift(e), e the warp's largest finite
+/// exponent field, so that the largest finite value lies in [2^14, 2^16);
+/// Inf and NaN stay Inf and NaN (the other heads keep their values).
+/// Exact for values f16 holds as normal numbers (2^-14 f and up); smaller
+/// ones are rounded to f16's subnormal steps of 2^-24 f, below the
+/// rounding of an FP32 score of the others.
 Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
   KB &k = g.k;
   auto andI = [&](Value x, int64_t m) -> Value {
@@ -859,7 +861,9 @@ Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
   SmallVector<Value> out = g.ifElse(
       any, types,
       [&]() -> SmallVector<Value> {
-        // The warp's largest bf16 exponent field e (143 and up here).
+        // The warp's largest finite bf16 exponent field e (Inf and NaN,
+        // field 255, stay Inf and NaN in f16 and must not shrink the
+        // other heads' values: f16QueryShift).
         Value e = g.ci32(0);
         for (Value w : words)
           for (int64_t half = 0; half < 2; ++half) {
@@ -867,14 +871,17 @@ Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
                 half ? arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)) : w;
             Value ex =
                 andI(arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(7)), 0xFF);
+            ex = k.select(g.eqI32(ex, 255), g.ci32(0), ex);
             e = arith::MaxUIOp::create(k.b, k.loc, e, ex);
           }
         for (int64_t off : {1, 2, 4, 8, 16})
           e = arith::MaxUIOp::create(k.b, k.loc, e, g.shflXor(e, off));
-        // Divide by 2^(e - kF16QueryShiftBase): inv has exponent field
-        // 127 - (e - kF16QueryShiftBase).
-        Value shift =
-            arith::SubIOp::create(k.b, k.loc, e, g.ci32(kF16QueryShiftBase));
+        // Divide by 2^shift, shift = max(e - kF16QueryShiftBase, 0): inv
+        // has exponent field 127 - shift.
+        Value shift = arith::MaxSIOp::create(
+            k.b, k.loc,
+            arith::SubIOp::create(k.b, k.loc, e, g.ci32(kF16QueryShiftBase)),
+            g.ci32(0));
         Value inv = f32Of(arith::ShLIOp::create(
             k.b, k.loc, arith::SubIOp::create(k.b, k.loc, g.ci32(127), shift),
             g.ci32(23)));
@@ -1603,6 +1610,9 @@ Value groupFullyVisible(KB &k, const AttentionShape &s, Value blk, Value key0,
                 k.iadd(k.imul(blk, k.c(s.page)), k.iadd(key0, k.c(15))), p);
 }
 
+/// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
+constexpr float kF16PScale = 32768.0f;
+
 /// The key offsets of a lane's four V rows in a 16-key group (plus 2 quad).
 constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
 
@@ -1713,13 +1723,18 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   // P as the A operand (16 rows x 16 keys), split into a bf16 head and a
   // bf16 tail (P - head): two products keep P to about 16 bits, which the
   // host's FP32 reference needs (one bf16 P alone is 8 bits). With f16 V
-  // both terms are f16 (about 22 bits).
+  // both terms are f16 (about 22 bits) of P * kF16PScale (P <= 1), so that
+  // P down to 2^-29 is held to f16's full precision (unscaled, f16's
+  // subnormals would round P below 2^-14 to steps of 2^-24 and flush P
+  // below 2^-25, which the FP32 row sum keeps); O then carries the factor
+  // until the warp's stash (attentionKernel) divides it out.
   const bool vF16 = words.vF16;
   Type pType = vF16 ? Type(k.b.getF16Type()) : Type(k.b.getBF16Type());
   SmallVector<Value> head, tail;
   for (int64_t i = 0; i < 8; ++i) {
-    head.push_back(g.roundTo(sv[i], pType));
-    tail.push_back(k.sub(sv[i], head.back()));
+    Value pv = vF16 ? k.mul(sv[i], k.cf(kF16PScale)) : sv[i];
+    head.push_back(g.roundTo(pv, pType));
+    tail.push_back(k.sub(pv, head.back()));
   }
   auto pack = [&](ArrayRef<Value> v) -> SmallVector<Value> {
     SmallVector<Value> r;
@@ -2236,7 +2251,9 @@ void attentionKernel(GK &g, Operation *op) {
   const bool qShared = d > 64 && ahead > 0;
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
   // mS and lS (the four lanes of a quad hold a row's partial sums).
-  auto stashWarp = [&](ArrayRef<Value> st) {
+  // With `pScaled` (the per-token way's f16 V operands) O carries
+  // attentionGroupMath's kF16PScale, divided out here (exact).
+  auto stashWarp = [&](ArrayRef<Value> st, bool pScaled) {
     Value l0 = st[nTiles * 4 + 2], l1 = st[nTiles * 4 + 3];
     for (int64_t off : {1, 2}) {
       l0 = k.add(l0, g.shflXor(l0, off));
@@ -2250,8 +2267,10 @@ void attentionKernel(GK &g, Operation *op) {
         Value col = k.iadd(
             k.imul(k.iadd(k.imul(quad, k.c(2)), k.c(e % 2)), k.c(nTiles)),
             k.c(nt));
-        k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col),
-                 st[nt * 4 + e], k.f32);
+        Value o = st[nt * 4 + e];
+        if (pScaled)
+          o = k.mul(o, k.cf(1.0 / kF16PScale));
+        k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col), o, k.f32);
       }
     k.ifThen(g.eq(quad, k.c(0)), [&] {
       k.storeF(mS, k.iadd(wRow, row), st[nTiles * 4], k.f32);
@@ -2396,7 +2415,7 @@ void attentionKernel(GK &g, Operation *op) {
     // Every lane's last Q read precedes the warp's stash.
     if (qShared)
       NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
-    stashWarp(st);
+    stashWarp(st, f16Operands(vtype));
     g.sync();
     // This chunk's (acc, max, sum) per head, combining the warps.
     g.strided(g.tid, k.c(s.group * d), [&](Value e) {
@@ -2485,7 +2504,7 @@ void attentionKernel(GK &g, Operation *op) {
     // The stages are free once every warp is past its last group.
     NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
     g.sync();
-    stashWarp(st);
+    stashWarp(st, /*pScaled=*/false);
     g.sync();
     // Each token's partial is the chunk's: copy the warps' rows out.
     g.strided(g.tid, k.c(g.warps * s.group * d), [&](Value e) {

@@ -320,15 +320,51 @@ TEST(E2M1DecodeTest, QueryRangeTestMatchesF16Overflow) {
                     << ", overflows " << overflows;
   }
   EXPECT_EQ(failures, 0);
-  for (int e = 143; e < 255; ++e) {
-    const int shift = e - kF16QueryShiftBase;
+  // Every finite exponent field (a warp with an Inf or NaN query and
+  // otherwise small values takes the shift of its largest finite one).
+  for (int e = 0; e < 255; ++e) {
+    const int shift = f16QueryShift(e);
     // The largest and the smallest bf16 magnitude with exponent field e.
     const float largest = std::ldexp(2.0f - std::ldexp(1.0f, -7), e - 127);
     EXPECT_LT(std::ldexp(largest, -shift), overflowFrom)
         << "exponent field " << e;
-    EXPECT_GE(std::ldexp(1.0f, e - 127 - shift), std::ldexp(1.0f, 14))
-        << "exponent field " << e;
+    EXPECT_GE(shift, 0) << "exponent field " << e;
+    if (e >= 143)
+      EXPECT_GE(std::ldexp(1.0f, e - 127 - shift), std::ldexp(1.0f, 14))
+          << "exponent field " << e;
+    if (e <= kF16QueryShiftBase) // values below 2^15 are left as they are
+      EXPECT_EQ(shift, 0) << "exponent field " << e;
   }
+}
+
+// rowsDot's f16 rows (f16RowShift): for every largest exponent field e of
+// a row, the scaled row does not overflow f16, its largest value lies in
+// [2^14, 2^15) unless the clamp applies, every bf16 value of exponent field
+// e - 28 .. e scales to an f16 normal number (an exact conversion), and
+// 2^s and 2^-s are normal FP32 numbers.
+TEST(E2M1DecodeTest, RowShiftKeepsRowsInF16) {
+  const float overflowFrom = numerics::f16ToFloat(0x7BFF) + std::ldexp(1.0f, 4);
+  for (int e = 0; e < 255; ++e) {
+    const int s = f16RowShift(e);
+    const float largest = std::ldexp(2.0f - std::ldexp(1.0f, -7), e - 127);
+    EXPECT_LT(std::ldexp(largest, s), overflowFrom) << "exponent field " << e;
+    EXPECT_TRUE(std::isnormal(std::ldexp(1.0f, s)) &&
+                std::isnormal(std::ldexp(1.0f, -s)))
+        << "exponent field " << e;
+    if (s == kF16RowShiftMax || s == -kF16RowShiftMax)
+      continue;
+    EXPECT_GE(std::ldexp(1.0f, e - 127 + s), std::ldexp(1.0f, 14))
+        << "exponent field " << e;
+    EXPECT_LT(std::ldexp(largest, s), std::ldexp(1.0f, 15))
+        << "exponent field " << e;
+    for (int ev = std::max(1, e - 28); ev <= e; ++ev)
+      EXPECT_GE(std::ldexp(1.0f, ev - 127 + s), std::ldexp(1.0f, -14))
+          << "exponent fields " << e << ", " << ev;
+  }
+  // Only rows below 2^-112 reach the clamp.
+  EXPECT_EQ(f16RowShift(15), 126);
+  EXPECT_EQ(f16RowShift(16), 125);
+  EXPECT_EQ(f16RowShift(255), -114);
 }
 
 // The f16 table of the tensor-core kernels (nvfp4F16Table): for every
