@@ -66,6 +66,7 @@ constexpr int64_t kRowTile = 8;
 int64_t unrollOf(int64_t iters);
 class GK;
 Value e4m3PairToBF16(GK &g, Value pair);
+Value e4m3PairToF16(GK &g, Value pair);
 
 class GK {
 public:
@@ -127,10 +128,12 @@ public:
   /// Orders this thread's global writes before its later ones, device-wide.
   void fence() { NVVM::MembarOp::create(k.b, k.loc, NVVM::MemScopeKind::GPU); }
 
-  /// A shared-memory array of `n` elements, as a generic pointer.
+  /// A shared-memory array of `n` elements, as a generic pointer (of a
+  /// groupView: this group's own array).
   Value shared(Type elem, int64_t n) {
-    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT,
-                                         sharedSpace(elem, n, 16));
+    Value p = LLVM::AddrSpaceCastOp::create(
+        k.b, k.loc, k.ptrT, sharedSpace(elem, n * sharedGroups, 16));
+    return sharedGroups > 1 ? k.gep(p, k.imul(sharedGroup, k.c(n)), elem) : p;
   }
   /// A shared-memory array of `n` elements aligned to `alignment` bytes, as
   /// a pointer in the shared address space (3).
@@ -559,6 +562,35 @@ public:
     }
     return out;
   }
+  /// True when a packed weight's values without their tail factor are
+  /// f16 numbers as stored, so that f16 tensor-core operands take them in
+  /// one conversion per pair (decodeWeightF16): E4M3 with a per-tensor (or
+  /// per-matrix) FP32 scale. Every E4M3 value is an f16 one; block scales
+  /// would have to be folded into the operand (E8M0 ones can leave f16's
+  /// range) and are left to decodeWeightBF16.
+  static bool packedF16Format(const PackedWeight &p) {
+    return !p.fourBit() && isa<Float8E4M3FNType>(p.format.getStorageType()) &&
+           isa<bsq::FP8Type>(p.format) && p.format.getBlockShape().empty();
+  }
+  /// loadWeightRaw's 8 elements of a packedF16Format weight as 4 words of
+  /// f16 pairs (elements 2i, 2i + 1 in word i, the first in the low half):
+  /// one `cvt.rn.f16x2.e4m3x2` per pair, exact (NaN stays NaN).
+  SmallVector<Value> decodeWeightF16(const WeightRef &w, const WeightRaw &raw) {
+    assert(packedF16Format(*w.packed) && "decodeWeightF16: E4M3 per tensor");
+    (void)w;
+    SmallVector<Value> out;
+    for (int64_t l = 0; l < 2; ++l) {
+      Value word =
+          LLVM::ExtractElementOp::create(k.b, k.loc, raw.words[0], ci32(l));
+      for (int64_t pair = 0; pair < 2; ++pair)
+        out.push_back(e4m3PairToF16(
+            *this,
+            pair
+                ? arith::ShRUIOp::create(k.b, k.loc, word, ci32(16)).getResult()
+                : word));
+    }
+    return out;
+  }
   SmallVector<Value> loadWeight8(const WeightRef &w, Value index) {
     return decodeWeight8(w, loadWeightRaw(w, index));
   }
@@ -677,6 +709,10 @@ public:
   Value tid, ctaId, numCtas, lane, warp;
   /// Named barrier of a warpgroupView's warpgroup (i32), null for the CTA.
   Value barrierId;
+  /// groupView: the group of this view among sharedGroups in the CTA, each
+  /// with shared arrays of its own.
+  Value sharedGroup;
+  int64_t sharedGroups = 1;
   /// NVFP4 cache values are decoded by the hardware E2M1 conversions
   /// (GpuTarget::e2m1Convert, nvfp4CodesToOperandsE2M1) instead of the table.
   bool e2m1 = false;
@@ -2644,10 +2680,19 @@ struct RowsDotArgs {
   WeightRef wPacked;
 };
 
+/// How mmaRowDots8 reads its row of x: bf16 values, FP32 ones holding
+/// bf16 values, or f16 pairs (the A operand of f16 mma.sync, for weights
+/// whose packedF16Format values enter as f16).
+enum class RowX { BF16, F32, F16 };
+
 bool ctaRowDotsFit(GK &g, int64_t n);
 SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
-                                              bool xF32, ArrayRef<WeightRef> ws,
+                                              RowX xForm,
+                                              ArrayRef<WeightRef> ws,
                                               ArrayRef<Value> row0s, int64_t n);
+SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
+                                   const WeightRef &w, Value row0);
+std::unique_ptr<GK> groupView(GK &g, int64_t threads);
 
 static llvm::cl::opt<bool> rowsDotStream(
     "gpu-rows-dot-stream", llvm::cl::Hidden, llvm::cl::init(true),
@@ -2655,6 +2700,137 @@ static llvm::cl::opt<bool> rowsDotStream(
     llvm::cl::desc("rowsDot's mma.sync tiles (bf16 weights): each warp "
                    "streams its 8 weight rows into shared memory by "
                    "row-contiguous cp.async (tuning)"));
+
+static llvm::cl::opt<bool> rowsDotF16(
+    "gpu-rows-dot-f16", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsDot at 2-16 rows with per-tensor FP8 weights: f16 "
+                   "tensor-core operands, the rows converted to f16 once per "
+                   "CTA, and the kernel's launch for it (tuning; false: the "
+                   "bf16 decode of the mma tiles)"));
+
+/// Threads of the groups that take rowsDot's f16 row items (groupView).
+constexpr int64_t kF16RowsGroupThreads = 256;
+
+/// Most 16-byte pieces of a row per thread that rowToF16 holds in
+/// registers.
+constexpr int64_t kF16RowPieces = 16;
+
+/// True when rowToF16 takes a row of `n` values on g's CTA.
+bool rowToF16Fits(GK &g, int64_t n) {
+  return n % 8 == 0 && (n / 8 + g.threads - 1) / g.threads <= kF16RowPieces;
+}
+
+/// The bf16 row x[xOff, xOff + n) as n / 2 words of f16 pairs at word
+/// `dstWord` of `dst` (shared memory, generic pointer), every value times
+/// 2^s; returns the FP32 2^-s that undoes it. Called by every thread of
+/// the CTA (two barriers; `dst` is complete after it). s = f16RowShift(e)
+/// for the row's largest bf16 exponent field e (CacheDecode.h) brings the
+/// largest magnitude into [2^14, 2^15): below f16's 65504, and every
+/// value within 2^-28 of it is an f16 normal number, so the conversion is
+/// exact (bf16 has 8 significant bits, f16 11) for those; smaller ones
+/// round to steps of 2^-24 (an error of at most 2^-39 of the largest value
+/// each, below the FP32 rounding of a dot product). A row holding Inf or
+/// NaN (e = 255) keeps them, and its dot products are Inf or NaN as with
+/// FP32 products.
+Value rowToF16(GK &g, Value x, Value xOff, int64_t n, Value dst,
+               Value dstWord) {
+  KB &k = g.k;
+  auto andI = [&](Value v, int64_t m) -> Value {
+    return arith::AndIOp::create(k.b, k.loc, v, g.ci32(int32_t(m)));
+  };
+  auto f32Of = [&](Value bits) -> Value {
+    return arith::BitcastOp::create(k.b, k.loc, k.f32, bits);
+  };
+  // Piece p of thread t: 16 bytes at piece p * threads + t, if < n / 8
+  // (others hold zeros and store nothing).
+  const int64_t count = n / 8, pieces = (count + g.threads - 1) / g.threads;
+  auto pieceOf = [&](int64_t p) { return k.iadd(k.c(p * g.threads), g.tid); };
+  auto inRow = [&](int64_t p) {
+    return k.icmp(CmpI::ult, pieceOf(p), k.c(count));
+  };
+  const bool ragged = count % g.threads != 0;
+  Value base = k.idiv(xOff, k.c(2));
+  SmallVector<SmallVector<Value>> words;
+  Value m = g.ci32(0);
+  for (int64_t p = 0; p < pieces; ++p) {
+    Value piece = pieceOf(p);
+    if (ragged)
+      piece = g.imin(piece, k.c(count - 1));
+    words.push_back(
+        g.loadWords(x, k.iadd(base, k.imul(piece, k.c(4))), 4, true));
+    for (Value &w : words.back()) {
+      if (ragged)
+        w = k.select(inRow(p), w, g.ci32(0));
+      Value lo = andI(w, 0x7FFF);
+      Value hi =
+          andI(arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)), 0x7FFF);
+      m = arith::MaxUIOp::create(k.b, k.loc, m,
+                                 arith::MaxUIOp::create(k.b, k.loc, lo, hi));
+    }
+  }
+  for (int64_t off = kWarp / 2; off >= 1; off /= 2)
+    m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
+  Value partial = g.shared(k.i32, g.warps);
+  k.ifThen(g.eq(g.lane, k.c(0)), [&] { g.storeI32(partial, g.warp, m); });
+  g.sync();
+  for (int64_t w = 0; w < g.warps; ++w)
+    m = arith::MaxUIOp::create(k.b, k.loc, m, g.loadI32(partial, k.c(w)));
+  Value e = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
+  // s = f16RowShift(e).
+  Value sh = arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), e);
+  sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
+  sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
+  auto pow2 = [&](Value exponentField) {
+    return f32Of(arith::ShLIOp::create(k.b, k.loc, exponentField, g.ci32(23)));
+  };
+  Value up = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
+  Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
+  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+  for (int64_t p = 0; p < pieces; ++p) {
+    Value at = k.imul(pieceOf(p), k.c(4));
+    auto store = [&] {
+      for (int64_t i = 0; i < 4; ++i) {
+        Value w = words[p][i];
+        Value lo =
+            k.mul(f32Of(arith::ShLIOp::create(k.b, k.loc, w, g.ci32(16))), up);
+        Value hi = k.mul(f32Of(andI(w, int64_t(0xFFFF0000))), up);
+        Value v =
+            LLVM::UndefOp::create(k.b, k.loc, VectorType::get({2}, k.f32));
+        v = LLVM::InsertElementOp::create(k.b, k.loc, v, lo, g.ci32(0));
+        v = LLVM::InsertElementOp::create(k.b, k.loc, v, hi, g.ci32(1));
+        Value h = arith::TruncFOp::create(k.b, k.loc, f16x2, v);
+        g.storeI32(dst, k.iadd(dstWord, k.iadd(at, k.c(i))),
+                   LLVM::BitcastOp::create(k.b, k.loc, k.i32, h));
+      }
+    };
+    if (ragged && (p + 1) * g.threads > count)
+      k.ifThen(inRow(p), store);
+    else
+      store();
+  }
+  g.sync();
+  return down;
+}
+
+/// Shared memory for `rows` rows of n / 2 words of f16 pairs (rowToF16):
+/// the kernel's scratch when it holds them, else a static array.
+Value f16RowsBuffer(GK &g, int64_t n, int64_t rows) {
+  KB &k = g.k;
+  if (g.scratch && g.scratchBytes >= 2 * n * rows)
+    return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, g.scratch);
+  return g.shared(k.i32, n / 2 * rows);
+}
+
+/// The most rows of n channels f16RowsBuffer holds for rowsDot's f16
+/// paths: the scratch's, or kF16StaticRowBytes of static shared memory,
+/// at most 16 (one mma tile).
+constexpr int64_t kF16StaticRowBytes = 32 * 1024;
+int64_t f16RowsFit(GK &g, int64_t n) {
+  const int64_t bytes =
+      std::max(g.scratch ? g.scratchBytes : 0, kF16StaticRowBytes);
+  return std::min<int64_t>(16, bytes / (2 * n));
+}
 
 /// rowsDot's streamed tiles: 32-channel chunks per stage and stages.
 constexpr int64_t kStreamChunks = 8, kStreamStages = 3;
@@ -2965,8 +3141,9 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     g.ctaLoop(k.c(nOut / 8), [&](Value group) {
       Value j0 = k.imul(group, k.c(8));
       std::pair<WeightRef, Value> wAt = args.wRow(j0);
-      std::array<Value, 2> d = ctaRowDots8(
-          g, x, xOff, false, {weightRef(wAt.first)}, {wAt.second}, inner)[0];
+      std::array<Value, 2> d =
+          ctaRowDots8(g, x, xOff, RowX::BF16, {weightRef(wAt.first)},
+                      {wAt.second}, inner)[0];
       Value quad = k.irem(g.lane, k.c(4));
       k.ifThen(
           g.andI(k.icmp(CmpI::ult, g.lane, k.c(4)), g.eq(g.warp, k.c(0))), [&] {
@@ -2976,8 +3153,62 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
           });
     });
   };
+  // Packed weights of packedF16Format at 2 to rowsF16 rows: the rows of x
+  // enter as f16 (rowToF16, each with its own power of two, once per CTA
+  // into the scratch), each E4M3 pair in one conversion, a CTA per 8
+  // features (ctaRowsDots8F16); the sums take the tail factor, then the
+  // row's 2^-s. On the H200 (docs/perf.md, eleventh session) M3's fused
+  // FP8 prologue ran 1.5-1.9x and its linears 1.9-2.7x faster at 2-8
+  // tokens than with the bf16 decode of emitMma. At one row the FP32
+  // products (emitTiles) ran faster than the same CTA path with one row.
+  const int64_t rowsF16 = f16RowsFit(g, inner);
+  auto emitCtaRowsF16 = [&] {
+    Value xs = f16RowsBuffer(g, inner, rowsF16);
+    Value downs = g.shared(k.f32, rowsF16);
+    auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), R, k.c(1));
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value row = loop.getInductionVar();
+      Value down = rowToF16(g, x, k.imul(row, k.c(inner)), inner, xs,
+                            k.imul(row, k.c(inner / 2)));
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] { k.storeF(downs, row, down, k.f32); });
+    }
+    g.sync();
+    // Items on groups of kF16RowsGroupThreads threads (a CTA of more takes
+    // several at once; with one group per 512-thread CTA M3's projections
+    // ran 1.2-1.3x slower at 2-8 tokens, docs/perf.md).
+    std::unique_ptr<GK> view;
+    if (g.threads > kF16RowsGroupThreads)
+      view = groupView(g, kF16RowsGroupThreads);
+    GK &v = view ? *view : g;
+    v.ctaLoop(k.c(nOut / 8), [&](Value group) {
+      Value j0 = k.imul(group, k.c(8));
+      std::pair<WeightRef, Value> wAt = args.wRow(j0);
+      SmallVector<Value> c =
+          ctaRowsDots8F16(v, xs, R, inner, weightRef(wAt.first), wAt.second);
+      Value quad = k.irem(v.lane, k.c(4)), r = k.idiv(v.lane, k.c(4));
+      Value col = k.iadd(j0, k.imul(quad, k.c(2)));
+      k.ifThen(v.eq(v.warp, k.c(0)), [&] {
+        for (int64_t h = 0; h < 2; ++h) {
+          Value row = h ? k.iadd(r, k.c(8)) : r;
+          k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
+            Value down = k.loadF(downs, row, k.f32);
+            for (int64_t e = 0; e < 2; ++e)
+              k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), k.iadd(col, k.c(e))),
+                       k.mul(c[2 * h + e], down), oe);
+          });
+        }
+      });
+    });
+  };
   const bool packedMma =
       args.wPacked.packed && GK::packedMmaFormat(*args.wPacked.packed);
+  const bool ctaF16 = rowsDotF16 && args.wPacked.packed &&
+                      GK::packedF16Format(*args.wPacked.packed) &&
+                      xe.isBF16() && nOut % 8 == 0 && inner % 32 == 0 &&
+                      inner % std::min(g.threads, kF16RowsGroupThreads) == 0 &&
+                      rowToF16Fits(g, inner);
   const bool mma = xe.isBF16() &&
                    ((we.isBF16() && !args.wPacked.packed) || packedMma) &&
                    inner % 32 == 0 && nOut % 8 == 0 && nOut >= kMmaMinFeatures;
@@ -2994,7 +3225,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         // E2M1 codes: a CTA per 8 features on the tensor cores. E4M3
         // payloads keep the FP32 products at one row: on the H200 their
         // bf16 decode made the tensor-core path slower (docs/perf.md,
-        // seventh session).
+        // seventh session), and so did f16 operands (eleventh session).
         if (packedMma && args.wPacked.packed->fourBit() && xe.isBF16() &&
             nOut % 8 == 0 && ctaRowDotsFit(g, inner))
           emitCtaMma();
@@ -3003,12 +3234,24 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         return SmallVector<Value>{};
       },
       [&] {
-        if (mma && stream)
-          emitMmaStream();
-        else if (mma)
-          emitMma();
-        else
-          emitTiles(kRowTile);
+        auto others = [&] {
+          if (mma && stream)
+            emitMmaStream();
+          else if (mma)
+            emitMma();
+          else
+            emitTiles(kRowTile);
+          return SmallVector<Value>{};
+        };
+        if (!ctaF16 || logits || rowsF16 < 2)
+          return others();
+        g.ifElse(
+            k.icmp(CmpI::ule, R, k.c(rowsF16)), {},
+            [&] {
+              emitCtaRowsF16();
+              return SmallVector<Value>{};
+            },
+            others);
         return SmallVector<Value>{};
       });
 }
@@ -3470,6 +3713,26 @@ std::unique_ptr<GK> warpgroupView(GK &g) {
   return view;
 }
 
+/// g's CTA as CTAs of `threads` threads (a divisor of g.threads; the
+/// groups as warpgroupView's warpgroups: virtual CTA group numCtas +
+/// ctaId, named barrier 1 + group, and shared arrays of their own).
+std::unique_ptr<GK> groupView(GK &g, int64_t threads) {
+  KB &k = g.k;
+  const int64_t groups = g.threads / threads;
+  auto view = std::make_unique<GK>(k, g.globals, g.name + "_grp", threads);
+  Value grp = k.idiv(g.tid, k.c(threads));
+  view->tid = k.irem(g.tid, k.c(threads));
+  view->warp = k.irem(g.warp, k.c(threads / kWarp));
+  view->lane = g.lane;
+  view->ctaId = k.iadd(k.imul(grp, g.numCtas), g.ctaId);
+  view->numCtas = k.imul(g.numCtas, k.c(groups));
+  view->barrierId =
+      arith::IndexCastOp::create(k.b, k.loc, k.i32, k.iadd(grp, k.c(1)));
+  view->sharedGroup = grp;
+  view->sharedGroups = groups;
+  return view;
+}
+
 /// Fewest tokens of a step for which a wide-tile kernel takes the wide
 /// tile: more than one kTileM tile, so that at most the last tile is part
 /// padding. The wide tile needs as many item rounds as kTileM tiles on
@@ -3592,19 +3855,20 @@ Value warpDot(GK &g, Value a, Value aOff, Type aType, const WeightRef &b,
 
 /// Dot products of one row of x with 8 consecutive rows of each weight in
 /// `ws` (packedMmaFormat) by mma.sync m16n8k16, the row in all 16 rows of
-/// A: x[xOff + c] (bf16; or FP32 holding bf16 values with `xF32`) times
-/// w[row0 + j * n + c] for j < 8, c < n (n a multiple of 32, xOff and
-/// row0 of 8). Returns per weight the lane's two sums, rows 2 (lane % 4)
-/// and 2 (lane % 4) + 1, complete (tail factor applied) in lanes 0-3.
-/// With `first` (a chunk index) and `chunks`, only channels [32 first, 32
-/// (first + chunks)) are summed and no tail factor is applied (a part of
-/// ctaRowDots8).
-SmallVector<std::array<Value, 2>> mmaRowDots8(GK &g, Value x, Value xOff,
-                                              bool xF32, ArrayRef<WeightRef> ws,
-                                              ArrayRef<Value> row0s, int64_t n,
-                                              Value first = Value(),
-                                              int64_t part = 0) {
+/// A: x[xOff + c] (bf16; FP32 holding bf16 values with RowX::F32; f16
+/// with RowX::F16, the weights then packedF16Format and the products f16
+/// ones) times w[row0 + j * n + c] for j < 8, c < n (n a multiple of 32,
+/// xOff and row0 of 8). Returns per weight the lane's two sums, rows 2
+/// (lane % 4) and 2 (lane % 4) + 1, complete (tail factor applied) in
+/// lanes 0-3. With `first` (a chunk index) and `chunks`, only channels [32
+/// first, 32 (first + chunks)) are summed and no tail factor is applied (a
+/// part of ctaRowDots8).
+SmallVector<std::array<Value, 2>>
+mmaRowDots8(GK &g, Value x, Value xOff, RowX xForm, ArrayRef<WeightRef> ws,
+            ArrayRef<Value> row0s, int64_t n, Value first = Value(),
+            int64_t part = 0) {
   KB &k = g.k;
+  const bool xF32 = xForm == RowX::F32, f16 = xForm == RowX::F16;
   const int64_t chunks = first ? part : n / 32, count = ws.size();
   const int64_t u = GK::weightUnroll(ws[0], chunks);
   Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
@@ -3643,13 +3907,15 @@ SmallVector<std::array<Value, 2>> mmaRowDots8(GK &g, Value x, Value xOff,
         SmallVector<Value> next(a.begin(), a.end());
         for (int64_t step = 0; step < u; ++step)
           for (int64_t i = 0; i < count; ++i) {
-            SmallVector<Value> wq = g.decodeWeightBF16(ws[i], raw[i][step]);
+            SmallVector<Value> wq =
+                f16 ? g.decodeWeightF16(ws[i], raw[i][step])
+                    : g.decodeWeightBF16(ws[i], raw[i][step]);
             SmallVector<Value> acc(next.begin() + 4 * i,
                                    next.begin() + 4 * i + 4);
             for (int64_t half = 0; half < 2; ++half)
               acc = g.mma({xs[step][2 * half], xs[step][2 * half],
                            xs[step][2 * half + 1], xs[step][2 * half + 1]},
-                          {wq[2 * half], wq[2 * half + 1]}, acc);
+                          {wq[2 * half], wq[2 * half + 1]}, acc, f16);
             std::copy(acc.begin(), acc.end(), next.begin() + 4 * i);
           }
         return next;
@@ -3676,14 +3942,13 @@ bool ctaRowDotsFit(GK &g, int64_t n) { return n % (32 * g.warps) == 0; }
 /// loads; four warps per 8 rows keep four times as many in flight. The
 /// result is valid in every lane (rows 2 (lane % 4) and 2 (lane % 4) +
 /// 1). Needs ctaRowDotsFit.
-SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
-                                              bool xF32, ArrayRef<WeightRef> ws,
-                                              ArrayRef<Value> row0s,
-                                              int64_t n) {
+SmallVector<std::array<Value, 2>>
+ctaRowDots8(GK &g, Value x, Value xOff, RowX xForm, ArrayRef<WeightRef> ws,
+            ArrayRef<Value> row0s, int64_t n) {
   KB &k = g.k;
   const int64_t count = ws.size(), per = n / 32 / g.warps;
   SmallVector<std::array<Value, 2>> part = mmaRowDots8(
-      g, x, xOff, xF32, ws, row0s, n, k.imul(g.warp, k.c(per)), per);
+      g, x, xOff, xForm, ws, row0s, n, k.imul(g.warp, k.c(per)), per);
   Value smem = g.shared(k.f32, g.warps * count * 8);
   Value quad = k.irem(g.lane, k.c(4));
   k.ifThen(k.icmp(CmpI::ult, g.lane, k.c(4)), [&] {
@@ -3714,6 +3979,76 @@ SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
       for (Value &v : pair)
         v = k.mul(v, tail);
     out.push_back(pair);
+  }
+  g.sync(); // the next item's partials reuse the array
+  return out;
+}
+
+/// Dot products of R <= 16 rows of f16 x (rowToF16's words: row r at
+/// word r n / 2 of `xs`) with 8 consecutive rows of a packedF16Format
+/// weight (w[row0 + j n + c], j < 8, c < n, n a multiple of 32 W for the
+/// CTA's W warps) by f16 mma.sync m16n8k16, the x rows the rows of A (rows
+/// past R read row R - 1), by the whole CTA as ctaRowDots8 splits the
+/// channels: warp w sums chunks [w n / (32 W), (w + 1) n / (32 W)), the
+/// partial tiles meet in shared memory and are added in warp order, then
+/// the tail factor. Returns the lane's C fragment (rows lane / 4 and lane
+/// / 4 + 8, features 2 (lane % 4) and + 1: c0, c1, c2, c3), valid in
+/// every warp.
+SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
+                                   const WeightRef &w, Value row0) {
+  KB &k = g.k;
+  const int64_t per = n / 32 / g.warps;
+  const int64_t u = GK::weightUnroll(w, per);
+  Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
+  Value last = k.iadd(R, k.c(-1));
+  Value xa = k.imul(g.imin(r, last), k.c(n / 2));
+  Value xb = k.imul(g.imin(k.iadd(r, k.c(8)), last), k.c(n / 2));
+  Value wFlat = k.iadd(row0, k.imul(r, k.c(n)));
+  Value lane8 =
+      k.iadd(k.imul(quad, k.c(8)), k.imul(k.imul(g.warp, k.c(per)), k.c(32)));
+  SmallVector<Value> init(4, k.cf(0));
+  SmallVector<Value> c = k.reduceN(
+      k.c(0), k.c(per / u), init,
+      [&](Value it, ValueRange a) -> SmallVector<Value> {
+        SmallVector<GK::WeightRaw> raw;
+        SmallVector<SmallVector<Value>> ua, ub;
+        for (int64_t step = 0; step < u; ++step) {
+          Value at = k.iadd(
+              k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(32)), lane8);
+          raw.push_back(g.loadWeightRaw(w, k.iadd(wFlat, at)));
+          Value word = k.idiv(at, k.c(2));
+          ua.push_back(g.loadWords(xs, k.iadd(xa, word), 4, true));
+          ub.push_back(g.loadWords(xs, k.iadd(xb, word), 4, true));
+        }
+        SmallVector<Value> acc(a.begin(), a.end());
+        for (int64_t step = 0; step < u; ++step) {
+          SmallVector<Value> wq = g.decodeWeightF16(w, raw[step]);
+          for (int64_t half = 0; half < 2; ++half)
+            acc = g.mma({ua[step][2 * half], ub[step][2 * half],
+                         ua[step][2 * half + 1], ub[step][2 * half + 1]},
+                        {wq[2 * half], wq[2 * half + 1]}, acc, true);
+        }
+        return acc;
+      });
+  // Partial tiles [warp][lane][4], summed per lane in warp order.
+  Value smem = g.shared(k.f32, g.warps * kWarp * 4);
+  for (int64_t e = 0; e < 4; ++e)
+    k.storeF(smem,
+             k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(kWarp)), g.lane), k.c(4)),
+                    k.c(e)),
+             c[e], k.f32);
+  g.sync();
+  Value tail = g.packedTail(w, row0);
+  SmallVector<Value> out;
+  for (int64_t e = 0; e < 4; ++e) {
+    Value sum;
+    for (int64_t wi = 0; wi < g.warps; ++wi) {
+      Value v = k.loadF(
+          smem, k.iadd(k.imul(k.iadd(k.c(wi * kWarp), g.lane), k.c(4)), k.c(e)),
+          k.f32);
+      sum = wi ? k.add(sum, v) : v;
+    }
+    out.push_back(tail ? k.mul(sum, tail) : sum);
   }
   g.sync(); // the next item's partials reuse the array
   return out;
@@ -3761,8 +4096,9 @@ void moeExpertsKernel(GK &g, msa::MoEExpertsOp op, int64_t part) {
   };
   auto rowDots = [&](bool cta, Value x, Value xOff, bool xF32,
                      ArrayRef<WeightRef> ws, ArrayRef<Value> row0s, int64_t n) {
-    return cta ? ctaRowDots8(g, x, xOff, xF32, ws, row0s, n)
-               : mmaRowDots8(g, x, xOff, xF32, ws, row0s, n);
+    const RowX form = xF32 ? RowX::F32 : RowX::BF16;
+    return cta ? ctaRowDots8(g, x, xOff, form, ws, row0s, n)
+               : mmaRowDots8(g, x, xOff, form, ws, row0s, n);
   };
   // Lanes 0-3 (of warp 0 when a CTA takes the item) store.
   auto storer = [&](bool cta) {
@@ -4898,6 +5234,33 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
   return linearTileFits(op, threads);
 }
 
+/// The launch of the msa.linear and attention-prologue (part 0) kernels
+/// without a wgmma tile path whose weights take rowsDot's f16 rows
+/// (packedF16Format, read in place): one CTA of kF16RowsThreads threads
+/// per SM (the warps per SM of the default launch) with
+/// kF16RowsSharedBytes of dynamic shared memory, the rowsDot scratch that
+/// holds the f16 rows of x (f16RowsFit: 8 rows of M3's 6,144 channels).
+/// On the H200 (docs/perf.md, eleventh session) two 256-thread CTAs per
+/// SM made the bf16-decode tiles of 12-64 rows and a 512-token prefill
+/// 5-38 % slower; this launch left them as fast or faster (but the MSA
+/// prologue's 512-token prefill, 4-7 % slower).
+constexpr int64_t kF16RowsThreads = 512, kF16RowsCtasPerSM = 1,
+                  kF16RowsSharedBytes = 96 * 1024;
+bool f16RowsLaunch(KB &k, Operation *op, int64_t part, int64_t threads) {
+  if (!rowsDotF16 || part != 0 || !k.packed || threads != kGpuThreads)
+    return false;
+  if (auto p = dyn_cast<msa::AttentionPrologueOp>(op)) {
+    if (prologueTiled(PrologueShape(p)))
+      return false;
+  } else if (!isa<msa::LinearOp>(op)) {
+    return false;
+  }
+  // The projection (the prologue's every branch: one form) in slot 1.
+  auto it = k.packed->find(1);
+  return it != k.packed->end() && GK::packedF16Format(it->second) &&
+         elementOf(op->getOperand(0)).isBF16();
+}
+
 void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                                   StringRef kernelName, int64_t threads,
                                   int64_t part, bool wgmma, bool wideTiles,
@@ -4906,8 +5269,17 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
   const bool wide =
       wgmma && wideTiles && part == 0 &&
       (isa<msa::AttentionPrologueOp>(op) || linearTileFits(op, threads));
-  GK g(k, globals, kernelName, wide ? wgmma::kWideThreads : threads);
+  const bool f16Rows = !wide && f16RowsLaunch(k, op, part, threads);
+  GK g(k, globals, kernelName,
+       wide      ? wgmma::kWideThreads
+       : f16Rows ? kF16RowsThreads
+                 : threads);
   g.e2m1 = e2m1;
+  if (f16Rows) {
+    g.declareLaunch(kF16RowsThreads, kF16RowsSharedBytes, kF16RowsCtasPerSM);
+    g.scratch = g.dynamicShared();
+    g.scratchBytes = kF16RowsSharedBytes;
+  }
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
         if (indexScoreMmaFits(o, threads))
