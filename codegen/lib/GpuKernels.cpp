@@ -2832,6 +2832,12 @@ int64_t f16RowsFit(GK &g, int64_t n) {
   return std::min<int64_t>(16, bytes / (2 * n));
 }
 
+static llvm::cl::opt<bool> fp8RowTail(
+    "gpu-fp8-row-tail", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsDot at one row with per-tensor FP8 weights: the "
+                   "scale on the sum instead of on every weight (tuning)"));
+
 /// rowsDot's streamed tiles: 32-channel chunks per stage and stages.
 constexpr int64_t kStreamChunks = 8, kStreamStages = 3;
 
@@ -2875,6 +2881,11 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       Value wOff = wAt.second;
       SmallVector<Value> init(tile, k.cf(0));
       SmallVector<Value> acc;
+      // One row of packedF16Format weights: the products of the E4M3
+      // values (exact in FP32), the per-tensor scale once on the sum, not
+      // per element (fewer instructions; docs/perf.md, eleventh session).
+      const bool tailOnSum = fp8RowTail && vec && tile == 1 && w.packed &&
+                             GK::packedF16Format(*w.packed);
       if (vec) {
         // Packed weights take more steps per iteration (single rows).
         const int64_t iters = inner / (kWarp * 8),
@@ -2889,11 +2900,33 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
                 Value at = k.iadd(k.imul(it, k.c(u)), k.c(step));
                 cols.push_back(
                     k.iadd(k.imul(at, k.c(kWarp * 8)), k.imul(g.lane, k.c(8))));
-                wq.push_back(g.loadWeightRaw(w, k.iadd(wOff, cols.back())));
+                Value at8 = k.iadd(wOff, cols.back());
+                if (!tailOnSum) {
+                  wq.push_back(g.loadWeightRaw(w, at8));
+                  continue;
+                }
+                GK::WeightRaw raw; // the payload only
+                raw.words.push_back(LLVM::LoadOp::create(
+                    k.b, k.loc, VectorType::get({2}, k.i32),
+                    k.gep(w.base, at8, k.b.getI8Type()), /*alignment=*/8));
+                wq.push_back(raw);
               }
               SmallVector<Value> next(a.begin(), a.end());
               for (int64_t step = 0; step < u; ++step) {
-                SmallVector<Value> wv = g.decodeWeight8(w, wq[step]);
+                SmallVector<Value> wv;
+                if (tailOnSum) {
+                  auto f32x2 = VectorType::get({2}, k.f32);
+                  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+                  for (Value word : g.decodeWeightF16(w, wq[step])) {
+                    Value h = LLVM::BitcastOp::create(k.b, k.loc, f16x2, word);
+                    Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
+                    for (int64_t e = 0; e < 2; ++e)
+                      wv.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, f,
+                                                                  g.ci32(e)));
+                  }
+                } else {
+                  wv = g.decodeWeight8(w, wq[step]);
+                }
                 for (int64_t r = 0; r < tile; ++r) {
                   SmallVector<Value> xq =
                       g.load8(x, k.iadd(xOff[r], cols[step]), xe);
@@ -2919,6 +2952,8 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
               return next;
             });
       }
+      if (tailOnSum)
+        acc[0] = k.mul(acc[0], g.packedTail(w, wOff));
       for (int64_t r = 0; r < tile; ++r) {
         Value sum = g.warpSum(acc[r]);
         Value real = k.icmp(CmpI::ult, k.iadd(k.imul(t, k.c(tile)), k.c(r)), R);
