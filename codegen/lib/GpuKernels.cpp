@@ -2832,6 +2832,23 @@ int64_t f16RowsFit(GK &g, int64_t n) {
   return std::min<int64_t>(16, bytes / (2 * n));
 }
 
+static llvm::cl::opt<int> rowLoadBytes(
+    "gpu-row-load-bytes", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsDot at one row: weight bytes per lane whose loads a "
+                   "warp issues together (0: kRowLoadBytesBF16 for bf16, "
+                   "kRowLoadBytesFP8 for per-tensor FP8 weights, the unroll "
+                   "of unrollOf / weightUnroll otherwise; tuning)"));
+
+/// Weight bytes per lane that rowsDot's one-row warps load together (the
+/// largest divisor of the row's 16-byte steps that fits): on the H200
+/// (docs/perf.md, eleventh session) M3's one-token bf16 linears and LM
+/// head ran 4 % faster with 128 than with unrollOf's 64, its per-tensor
+/// FP8 projections 4-5 % faster with 192 (the whole 6,144-channel row)
+/// than with weightUnroll's 64 (other packed formats, not measured, keep
+/// weightUnroll's). The sums run in the same order either way.
+constexpr int64_t kRowLoadBytesBF16 = 128, kRowLoadBytesFP8 = 192;
+
 static llvm::cl::opt<bool> fp8RowTail(
     "gpu-fp8-row-tail", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -2888,9 +2905,26 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
                              GK::packedF16Format(*w.packed);
       if (vec) {
         // Packed weights take more steps per iteration (single rows).
-        const int64_t iters = inner / (kWarp * 8),
-                      u = tile == 1 ? GK::weightUnroll(w, iters)
-                                    : unrollOf(iters);
+        const int64_t iters = inner / (kWarp * 8);
+        int64_t u = tile == 1 ? GK::weightUnroll(w, iters) : unrollOf(iters);
+        const int64_t step = !w.packed             ? (we.isBF16() ? 16 : 32)
+                             : w.packed->fourBit() ? 4
+                                                   : 8;
+        int64_t rowBytes = rowLoadBytes;
+        if (rowBytes == 0)
+          rowBytes = !w.packed && we.isBF16() ? kRowLoadBytesBF16
+                     : w.packed && GK::packedF16Format(*w.packed)
+                         ? kRowLoadBytesFP8
+                         : 0;
+        if (tile == 1 && rowBytes > 0) {
+          u = 1;
+          for (int64_t v = std::min<int64_t>(iters, rowBytes / step); v > 1;
+               --v)
+            if (iters % v == 0) {
+              u = v;
+              break;
+            }
+        }
         acc = k.reduceN(
             k.c(0), k.c(iters / u), init,
             [&](Value it, ValueRange a) -> SmallVector<Value> {
