@@ -848,6 +848,29 @@ Value e4m3PairToOperand(GK &g, Value pair, bool f16) {
   return f16 ? e4m3PairToF16(g, pair) : e4m3PairToBF16(g, pair);
 }
 
+/// A word of two bf16 values as a word of f16 pairs (round to nearest
+/// even), each value first times `factor` (an FP32 power of two; none when
+/// null).
+Value bf16WordToF16(GK &g, Value w, Value factor) {
+  KB &k = g.k;
+  auto f32Of = [&](Value bits) -> Value {
+    return arith::BitcastOp::create(k.b, k.loc, k.f32, bits);
+  };
+  Value lo = f32Of(arith::ShLIOp::create(k.b, k.loc, w, g.ci32(16)));
+  Value hi =
+      f32Of(arith::AndIOp::create(k.b, k.loc, w, g.ci32(int32_t(0xFFFF0000u))));
+  if (factor) {
+    lo = k.mul(lo, factor);
+    hi = k.mul(hi, factor);
+  }
+  Value v = LLVM::UndefOp::create(k.b, k.loc, VectorType::get({2}, k.f32));
+  v = LLVM::InsertElementOp::create(k.b, k.loc, v, lo, g.ci32(0));
+  v = LLVM::InsertElementOp::create(k.b, k.loc, v, hi, g.ci32(1));
+  Value h = arith::TruncFOp::create(k.b, k.loc,
+                                    VectorType::get({2}, k.b.getF16Type()), v);
+  return LLVM::BitcastOp::create(k.b, k.loc, k.i32, h);
+}
+
 /// The query words of a tensor-core kernel whose cache operands are f16
 /// (FP8 and NVFP4 caches): `words` (bf16 pairs, this lane's) become f16
 /// pairs in place, and the result is the FP32 power of two f with
@@ -878,21 +901,8 @@ Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
   auto f32Of = [&](Value bits) -> Value {
     return arith::BitcastOp::create(k.b, k.loc, k.f32, bits);
   };
-  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
   // Word w as f16 pairs, each half times `inv` (an FP32 power of two).
-  auto convert = [&](Value w, Value inv) -> Value {
-    Value lo = f32Of(arith::ShLIOp::create(k.b, k.loc, w, g.ci32(16)));
-    Value hi = f32Of(andI(w, int64_t(0xFFFF0000)));
-    if (inv) {
-      lo = k.mul(lo, inv);
-      hi = k.mul(hi, inv);
-    }
-    Value v = LLVM::UndefOp::create(k.b, k.loc, VectorType::get({2}, k.f32));
-    v = LLVM::InsertElementOp::create(k.b, k.loc, v, lo, g.ci32(0));
-    v = LLVM::InsertElementOp::create(k.b, k.loc, v, hi, g.ci32(1));
-    Value h = arith::TruncFOp::create(k.b, k.loc, f16x2, v);
-    return LLVM::BitcastOp::create(k.b, k.loc, k.i32, h);
-  };
+  auto convert = [&](Value w, Value inv) { return bf16WordToF16(g, w, inv); };
   SmallVector<Type> types(words.size() + 1, k.i32);
   SmallVector<Value> out = g.ifElse(
       any, types,
@@ -2786,22 +2796,12 @@ Value rowToF16(GK &g, Value x, Value xOff, int64_t n, Value dst,
   };
   Value up = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
   Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
-  auto f16x2 = VectorType::get({2}, k.b.getF16Type());
   for (int64_t p = 0; p < pieces; ++p) {
     Value at = k.imul(pieceOf(p), k.c(4));
     auto store = [&] {
       for (int64_t i = 0; i < 4; ++i) {
-        Value w = words[p][i];
-        Value lo =
-            k.mul(f32Of(arith::ShLIOp::create(k.b, k.loc, w, g.ci32(16))), up);
-        Value hi = k.mul(f32Of(andI(w, int64_t(0xFFFF0000))), up);
-        Value v =
-            LLVM::UndefOp::create(k.b, k.loc, VectorType::get({2}, k.f32));
-        v = LLVM::InsertElementOp::create(k.b, k.loc, v, lo, g.ci32(0));
-        v = LLVM::InsertElementOp::create(k.b, k.loc, v, hi, g.ci32(1));
-        Value h = arith::TruncFOp::create(k.b, k.loc, f16x2, v);
         g.storeI32(dst, k.iadd(dstWord, k.iadd(at, k.c(i))),
-                   LLVM::BitcastOp::create(k.b, k.loc, k.i32, h));
+                   bf16WordToF16(g, words[p][i], up));
       }
     };
     if (ragged && (p + 1) * g.threads > count)
