@@ -121,7 +121,7 @@ constexpr int f16QueryShift(int e) {
   return e - kF16QueryShiftBase > 0 ? e - kF16QueryShiftBase : 0;
 }
 
-/// The power of two rowsDot's f16 rows (rowToF16 in GpuKernels.cpp)
+/// The power of two rowsDot's f16 rows (rowsToF16 in GpuKernels.cpp)
 /// multiply a row of bf16 x by when its largest exponent field is `e`:
 /// 2^f16RowShift(e) brings the largest magnitude into [2^14, 2^15), so
 /// that no value overflows f16 and every value of exponent field e - 28

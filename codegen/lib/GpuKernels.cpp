@@ -2701,7 +2701,8 @@ SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
                                               ArrayRef<WeightRef> ws,
                                               ArrayRef<Value> row0s, int64_t n);
 SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
-                                   const WeightRef &w, Value row0);
+                                   const WeightRef &w, Value row0,
+                                   int64_t maxRows, Value slot);
 std::unique_ptr<GK> groupView(GK &g, int64_t threads);
 
 static llvm::cl::opt<bool> rowsDotStream(
@@ -2719,32 +2720,64 @@ static llvm::cl::opt<bool> rowsDotF16(
                    "CTA, and the kernel's launch for it (tuning; false: the "
                    "bf16 decode of the mma tiles)"));
 
+static llvm::cl::opt<int> f16RowsUnroll(
+    "gpu-f16-rows-unroll", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("ctaRowsDots8F16: most steps whose weight loads a warp "
+                   "issues together (0: 64 bytes per lane; tuning)"));
+
+static llvm::cl::opt<int> f16RowsLaneBytes(
+    "gpu-f16-rows-lane-bytes", llvm::cl::Hidden, llvm::cl::init(16),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("ctaRowsDots8F16: consecutive weight bytes a lane loads "
+                   "per step, 8 or 16 (tuning)"));
+
+static llvm::cl::opt<bool> f16RowsOne(
+    "gpu-f16-rows-one", llvm::cl::Hidden, llvm::cl::init(false),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsDot at one row with per-tensor FP8 weights: the f16 "
+                   "rows of 2-16 rows instead of the FP32 products (tuning)"));
+
 /// Threads of the groups that take rowsDot's f16 row items (groupView).
 constexpr int64_t kF16RowsGroupThreads = 256;
 
-/// Most 16-byte pieces of a row per thread that rowToF16 holds in
+/// Most 16-byte pieces of a row per thread that rowsToF16 holds in
 /// registers.
 constexpr int64_t kF16RowPieces = 16;
 
-/// True when rowToF16 takes a row of `n` values on g's CTA.
-bool rowToF16Fits(GK &g, int64_t n) {
+/// True when rowsToF16 takes rows of `n` values on g's CTA.
+bool rowsToF16Fits(GK &g, int64_t n) {
   return n % 8 == 0 && (n / 8 + g.threads - 1) / g.threads <= kF16RowPieces;
 }
 
-/// The bf16 row x[xOff, xOff + n) as n / 2 words of f16 pairs at word
-/// `dstWord` of `dst` (shared memory, generic pointer), every value times
-/// 2^s; returns the FP32 2^-s that undoes it. Called by every thread of
-/// the CTA (two barriers; `dst` is complete after it). s = f16RowShift(e)
-/// for the row's largest bf16 exponent field e (CacheDecode.h) brings the
-/// largest magnitude into [2^14, 2^15): below f16's 65504, and every
-/// value within 2^-28 of it is an f16 normal number, so the conversion is
-/// exact (bf16 has 8 significant bits, f16 11) for those; smaller ones
-/// round to steps of 2^-24 (an error of at most 2^-39 of the largest value
-/// each, below the FP32 rounding of a dot product). A row holding Inf or
-/// NaN (e = 255) keeps them, and its dot products are Inf or NaN as with
-/// FP32 products.
-Value rowToF16(GK &g, Value x, Value xOff, int64_t n, Value dst,
-               Value dstWord) {
+static llvm::cl::opt<int> f16RowBatch(
+    "gpu-f16-row-batch", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsToF16: rows converted per batch (0: as many as "
+                   "keep kF16RowBatchWords loaded words per thread; "
+                   "tuning)"));
+
+/// Loaded words per thread that a batch of rowsToF16 keeps in registers.
+constexpr int64_t kF16RowBatchWords = 32;
+
+/// The bf16 rows x[r n, (r + 1) n), r < R (R >= 1, at most the rows that
+/// `dst` holds), as n / 2 words of f16 pairs each at word r n / 2 of `dst`
+/// (shared memory, generic pointer), every value of row r times 2^s_r;
+/// downs[r] (an FP32 shared array) receives the 2^-s_r that undoes it.
+/// Called by every thread of the CTA; `dst` and `downs` are complete
+/// after it. Rows go in batches (kF16RowBatchWords, --gpu-f16-row-batch)
+/// whose loads issue together, two barriers a batch: converted one row at
+/// a time, M3's 6,144-channel rows cost about a microsecond each on the
+/// H200 before the first weight load (docs/perf.md, twelfth session).
+/// s_r = f16RowShift(e) for the row's largest bf16 exponent field e
+/// (CacheDecode.h) brings the largest magnitude into [2^14, 2^15): below
+/// f16's 65504, and every value within 2^-28 of it is an f16 normal
+/// number, so the conversion is exact (bf16 has 8 significant bits, f16
+/// 11) for those; smaller ones round to steps of 2^-24 (an error of at
+/// most 2^-39 of the largest value each, below the FP32 rounding of a dot
+/// product). A row holding Inf or NaN (e = 255) keeps them, and its dot
+/// products are Inf or NaN as with FP32 products.
+void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs) {
   KB &k = g.k;
   auto andI = [&](Value v, int64_t m) -> Value {
     return arith::AndIOp::create(k.b, k.loc, v, g.ci32(int32_t(m)));
@@ -2755,65 +2788,92 @@ Value rowToF16(GK &g, Value x, Value xOff, int64_t n, Value dst,
   // Piece p of thread t: 16 bytes at piece p * threads + t, if < n / 8
   // (others hold zeros and store nothing).
   const int64_t count = n / 8, pieces = (count + g.threads - 1) / g.threads;
+  const int64_t batch =
+      f16RowBatch > 0 ? int64_t(f16RowBatch)
+                      : std::max<int64_t>(1, kF16RowBatchWords / (4 * pieces));
   auto pieceOf = [&](int64_t p) { return k.iadd(k.c(p * g.threads), g.tid); };
   auto inRow = [&](int64_t p) {
     return k.icmp(CmpI::ult, pieceOf(p), k.c(count));
   };
   const bool ragged = count % g.threads != 0;
-  Value base = k.idiv(xOff, k.c(2));
-  SmallVector<SmallVector<Value>> words;
-  Value m = g.ci32(0);
-  for (int64_t p = 0; p < pieces; ++p) {
-    Value piece = pieceOf(p);
-    if (ragged)
-      piece = g.imin(piece, k.c(count - 1));
-    words.push_back(
-        g.loadWords(x, k.iadd(base, k.imul(piece, k.c(4))), 4, true));
-    for (Value &w : words.back()) {
+  Value partial = g.shared(k.i32, batch * g.warps);
+  auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), R, k.c(batch));
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value first = loop.getInductionVar(), last = k.iadd(R, k.c(-1));
+  // Rows past R load row R - 1 again and store nothing.
+  SmallVector<Value> rows, ms;
+  SmallVector<SmallVector<SmallVector<Value>>> words(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    Value row = k.iadd(first, k.c(i));
+    rows.push_back(row);
+    Value base = k.imul(g.imin(row, last), k.c(n / 2));
+    for (int64_t p = 0; p < pieces; ++p) {
+      Value piece = pieceOf(p);
       if (ragged)
-        w = k.select(inRow(p), w, g.ci32(0));
-      Value lo = andI(w, 0x7FFF);
-      Value hi =
-          andI(arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)), 0x7FFF);
-      m = arith::MaxUIOp::create(k.b, k.loc, m,
-                                 arith::MaxUIOp::create(k.b, k.loc, lo, hi));
+        piece = g.imin(piece, k.c(count - 1));
+      words[i].push_back(
+          g.loadWords(x, k.iadd(base, k.imul(piece, k.c(4))), 4, true));
     }
   }
-  for (int64_t off = kWarp / 2; off >= 1; off /= 2)
-    m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
-  Value partial = g.shared(k.i32, g.warps);
-  k.ifThen(g.eq(g.lane, k.c(0)), [&] { g.storeI32(partial, g.warp, m); });
+  for (int64_t i = 0; i < batch; ++i) {
+    Value m = g.ci32(0);
+    for (int64_t p = 0; p < pieces; ++p)
+      for (Value &w : words[i][p]) {
+        if (ragged)
+          w = k.select(inRow(p), w, g.ci32(0));
+        Value lo = andI(w, 0x7FFF);
+        Value hi =
+            andI(arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)), 0x7FFF);
+        m = arith::MaxUIOp::create(k.b, k.loc, m,
+                                   arith::MaxUIOp::create(k.b, k.loc, lo, hi));
+      }
+    for (int64_t off = kWarp / 2; off >= 1; off /= 2)
+      m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
+    ms.push_back(m);
+  }
+  k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+    for (int64_t i = 0; i < batch; ++i)
+      g.storeI32(partial, k.iadd(k.c(i * g.warps), g.warp), ms[i]);
+  });
   g.sync();
-  for (int64_t w = 0; w < g.warps; ++w)
-    m = arith::MaxUIOp::create(k.b, k.loc, m, g.loadI32(partial, k.c(w)));
-  Value e = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
-  // s = f16RowShift(e).
-  Value sh = arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), e);
-  sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
-  sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
   auto pow2 = [&](Value exponentField) {
     return f32Of(arith::ShLIOp::create(k.b, k.loc, exponentField, g.ci32(23)));
   };
-  Value up = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
-  Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
-  for (int64_t p = 0; p < pieces; ++p) {
-    Value at = k.imul(pieceOf(p), k.c(4));
-    auto store = [&] {
-      for (int64_t i = 0; i < 4; ++i) {
-        g.storeI32(dst, k.iadd(dstWord, k.iadd(at, k.c(i))),
-                   bf16WordToF16(g, words[p][i], up));
+  for (int64_t i = 0; i < batch; ++i) {
+    Value m = ms[i];
+    for (int64_t w = 0; w < g.warps; ++w)
+      m = arith::MaxUIOp::create(k.b, k.loc, m,
+                                 g.loadI32(partial, k.c(i * g.warps + w)));
+    Value e = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
+    // s = f16RowShift(e).
+    Value sh = arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), e);
+    sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
+    sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
+    Value up = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
+    Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
+    Value row = rows[i];
+    k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] { k.storeF(downs, row, down, k.f32); });
+      Value dstWord = k.imul(row, k.c(n / 2));
+      for (int64_t p = 0; p < pieces; ++p) {
+        Value at = k.imul(pieceOf(p), k.c(4));
+        auto store = [&] {
+          for (int64_t j = 0; j < 4; ++j)
+            g.storeI32(dst, k.iadd(dstWord, k.iadd(at, k.c(j))),
+                       bf16WordToF16(g, words[i][p][j], up));
+        };
+        if (ragged && (p + 1) * g.threads > count)
+          k.ifThen(inRow(p), store);
+        else
+          store();
       }
-    };
-    if (ragged && (p + 1) * g.threads > count)
-      k.ifThen(inRow(p), store);
-    else
-      store();
+    });
   }
-  g.sync();
-  return down;
+  g.sync(); // dst is complete; the next batch reuses `partial`
 }
 
-/// Shared memory for `rows` rows of n / 2 words of f16 pairs (rowToF16):
+/// Shared memory for `rows` rows of n / 2 words of f16 pairs (rowsToF16):
 /// the kernel's scratch when it holds them, else a static array.
 Value f16RowsBuffer(GK &g, int64_t n, int64_t rows) {
   KB &k = g.k;
@@ -2826,10 +2886,16 @@ Value f16RowsBuffer(GK &g, int64_t n, int64_t rows) {
 /// paths: the scratch's, or kF16StaticRowBytes of static shared memory,
 /// at most 16 (one mma tile).
 constexpr int64_t kF16StaticRowBytes = 32 * 1024;
+static llvm::cl::opt<int> f16RowsMax(
+    "gpu-f16-rows-max", llvm::cl::Hidden, llvm::cl::init(16),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Most rows of x that rowsDot's f16 rows take (tuning, "
+                   "testing; at most 16)"));
 int64_t f16RowsFit(GK &g, int64_t n) {
   const int64_t bytes =
       std::max(g.scratch ? g.scratchBytes : 0, kF16StaticRowBytes);
-  return std::min<int64_t>(16, bytes / (2 * n));
+  return std::min<int64_t>(std::clamp<int64_t>(f16RowsMax, 0, 16),
+                           bytes / (2 * n));
 }
 
 static llvm::cl::opt<int> rowLoadBytes(
@@ -3223,7 +3289,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     });
   };
   // Packed weights of packedF16Format at 2 to rowsF16 rows: the rows of x
-  // enter as f16 (rowToF16, each with its own power of two, once per CTA
+  // enter as f16 (rowsToF16, each with its own power of two, once per CTA
   // into the scratch), each E4M3 pair in one conversion, a CTA per 8
   // features (ctaRowsDots8F16); the sums take the tail factor, then the
   // row's 2^-s. On the H200 (docs/perf.md, eleventh session) M3's fused
@@ -3234,16 +3300,6 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   auto emitCtaRowsF16 = [&] {
     Value xs = f16RowsBuffer(g, inner, rowsF16);
     Value downs = g.shared(k.f32, rowsF16);
-    auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), R, k.c(1));
-    {
-      OpBuilder::InsertionGuard guard(k.b);
-      k.b.setInsertionPoint(loop.getBody()->getTerminator());
-      Value row = loop.getInductionVar();
-      Value down = rowToF16(g, x, k.imul(row, k.c(inner)), inner, xs,
-                            k.imul(row, k.c(inner / 2)));
-      k.ifThen(g.eq(g.tid, k.c(0)), [&] { k.storeF(downs, row, down, k.f32); });
-    }
-    g.sync();
     // Items on groups of kF16RowsGroupThreads threads (a CTA of more takes
     // several at once; with one group per 512-thread CTA M3's projections
     // ran 1.2-1.3x slower at 2-8 tokens, docs/perf.md).
@@ -3251,11 +3307,17 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     if (g.threads > kF16RowsGroupThreads)
       view = groupView(g, kF16RowsGroupThreads);
     GK &v = view ? *view : g;
+    rowsToF16(g, x, R, inner, xs, downs);
     v.ctaLoop(k.c(nOut / 8), [&](Value group) {
       Value j0 = k.imul(group, k.c(8));
       std::pair<WeightRef, Value> wAt = args.wRow(j0);
-      SmallVector<Value> c =
-          ctaRowsDots8F16(v, xs, R, inner, weightRef(wAt.first), wAt.second);
+      // Items of this group alternate between two halves of the partial
+      // sums' array (ctaRowsDots8F16's slot).
+      Value slot = k.irem(
+          k.idiv(arith::SubIOp::create(k.b, k.loc, group, v.ctaId), v.numCtas),
+          k.c(2));
+      SmallVector<Value> c = ctaRowsDots8F16(
+          v, xs, R, inner, weightRef(wAt.first), wAt.second, rowsF16, slot);
       Value quad = k.irem(v.lane, k.c(4)), r = k.idiv(v.lane, k.c(4));
       Value col = k.iadd(j0, k.imul(quad, k.c(2)));
       k.ifThen(v.eq(v.warp, k.c(0)), [&] {
@@ -3277,7 +3339,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
                       GK::packedF16Format(*args.wPacked.packed) &&
                       xe.isBF16() && nOut % 8 == 0 && inner % 32 == 0 &&
                       inner % std::min(g.threads, kF16RowsGroupThreads) == 0 &&
-                      rowToF16Fits(g, inner);
+                      rowsToF16Fits(g, inner);
   const bool mma = xe.isBF16() &&
                    ((we.isBF16() && !args.wPacked.packed) || packedMma) &&
                    inner % 32 == 0 && nOut % 8 == 0 && nOut >= kMmaMinFeatures;
@@ -3298,6 +3360,8 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
         if (packedMma && args.wPacked.packed->fourBit() && xe.isBF16() &&
             nOut % 8 == 0 && ctaRowDotsFit(g, inner))
           emitCtaMma();
+        else if (ctaF16 && !logits && rowsF16 >= 1 && f16RowsOne)
+          emitCtaRowsF16();
         else
           emitTiles(1);
         return SmallVector<Value>{};
@@ -4053,74 +4117,133 @@ ctaRowDots8(GK &g, Value x, Value xOff, RowX xForm, ArrayRef<WeightRef> ws,
   return out;
 }
 
-/// Dot products of R <= 16 rows of f16 x (rowToF16's words: row r at
+/// Dot products of R <= 16 rows of f16 x (rowsToF16's words: row r at
 /// word r n / 2 of `xs`) with 8 consecutive rows of a packedF16Format
 /// weight (w[row0 + j n + c], j < 8, c < n, n a multiple of 32 W for the
 /// CTA's W warps) by f16 mma.sync m16n8k16, the x rows the rows of A (rows
 /// past R read row R - 1), by the whole CTA as ctaRowDots8 splits the
 /// channels: warp w sums chunks [w n / (32 W), (w + 1) n / (32 W)), the
-/// partial tiles meet in shared memory and are added in warp order, then
-/// the tail factor. Returns the lane's C fragment (rows lane / 4 and lane
-/// / 4 + 8, features 2 (lane % 4) and + 1: c0, c1, c2, c3), valid in
-/// every warp.
+/// partial tiles meet in shared memory (the half `slot`, 0 or 1, which
+/// consecutive items of the group alternate) and warp 0 adds them in warp
+/// order, then the tail factor. Each lane loads 16 consecutive weight
+/// bytes per step (--gpu-f16-rows-lane-bytes; 8 when n is not a multiple
+/// of 64 W), and with maxRows <= 8 rows of x, A's rows 8-15 repeat rows
+/// 0-7 instead of a second shared-memory load: on the H200 (docs/perf.md,
+/// twelfth session) the L1 (global and shared loads, the partial tiles'
+/// bank conflicts) was what limited M3's projections at 2-8 rows. Returns
+/// the lane's C fragment (rows lane / 4 and lane / 4 + 8, features 2 (lane
+/// % 4) and + 1: c0, c1, c2, c3) in warp 0, zeros in the others.
 SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
-                                   const WeightRef &w, Value row0) {
+                                   const WeightRef &w, Value row0,
+                                   int64_t maxRows, Value slot) {
   KB &k = g.k;
-  const int64_t per = n / 32 / g.warps;
-  const int64_t u = GK::weightUnroll(w, per);
+  // Each lane reads `lb` consecutive weight bytes of its feature per step
+  // (quad q at channel 4 lb-chunk offset q lb), a warp's step covering
+  // 4 lb channels of its 8 features.
+  const int64_t lb = f16RowsLaneBytes == 16 && n % (64 * g.warps) == 0 ? 16 : 8;
+  const int64_t chunk = 4 * lb, per = n / chunk / g.warps;
+  int64_t u = f16RowsUnroll > 0 ? int64_t(f16RowsUnroll) : 64 / lb;
+  for (u = std::min(u, per); u > 1 && per % u != 0;)
+    --u;
+  // Rows 8-15 of A (C) exist only for more than 8 rows of x; with at most
+  // 8 they repeat rows 0-7 instead of a second load (their sums are not
+  // used).
+  const bool rows8 = maxRows <= 8;
   Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
   Value last = k.iadd(R, k.c(-1));
   Value xa = k.imul(g.imin(r, last), k.c(n / 2));
   Value xb = k.imul(g.imin(k.iadd(r, k.c(8)), last), k.c(n / 2));
   Value wFlat = k.iadd(row0, k.imul(r, k.c(n)));
-  Value lane8 =
-      k.iadd(k.imul(quad, k.c(8)), k.imul(k.imul(g.warp, k.c(per)), k.c(32)));
+  auto globalT = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
+  Value wGlobal = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, w.base);
+  Value laneAt = k.iadd(k.imul(quad, k.c(lb)),
+                        k.imul(k.imul(g.warp, k.c(per)), k.c(chunk)));
   SmallVector<Value> init(4, k.cf(0));
   SmallVector<Value> c = k.reduceN(
       k.c(0), k.c(per / u), init,
       [&](Value it, ValueRange a) -> SmallVector<Value> {
-        SmallVector<GK::WeightRaw> raw;
-        SmallVector<SmallVector<Value>> ua, ub;
+        // The u steps' weight loads issue first; the rows (shared memory)
+        // are read step by step.
+        SmallVector<Value> wq, words;
         for (int64_t step = 0; step < u; ++step) {
-          Value at = k.iadd(
-              k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(32)), lane8);
-          raw.push_back(g.loadWeightRaw(w, k.iadd(wFlat, at)));
-          Value word = k.idiv(at, k.c(2));
-          ua.push_back(g.loadWords(xs, k.iadd(xa, word), 4, true));
-          ub.push_back(g.loadWords(xs, k.iadd(xb, word), 4, true));
+          Value at =
+              k.iadd(k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(chunk)),
+                     laneAt);
+          Value idx = k.iadd(wFlat, at);
+          // Decoded below, after every step's load issued.
+          Value from = LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(),
+                                           wGlobal, ValueRange{k.toI64(idx)});
+          wq.push_back(LLVM::LoadOp::create(
+              k.b, k.loc, VectorType::get({lb / 4}, k.i32), from,
+              /*alignment=*/lb));
+          words.push_back(k.idiv(at, k.c(2)));
         }
         SmallVector<Value> acc(a.begin(), a.end());
         for (int64_t step = 0; step < u; ++step) {
-          SmallVector<Value> wq = g.decodeWeightF16(w, raw[step]);
-          for (int64_t half = 0; half < 2; ++half)
-            acc = g.mma({ua[step][2 * half], ub[step][2 * half],
-                         ua[step][2 * half + 1], ub[step][2 * half + 1]},
-                        {wq[2 * half], wq[2 * half + 1]}, acc, true);
+          SmallVector<Value> ua =
+              g.loadWords(xs, k.iadd(xa, words[step]), lb / 2, true);
+          SmallVector<Value> ub =
+              rows8 ? ua
+                    : g.loadWords(xs, k.iadd(xb, words[step]), lb / 2, true);
+          // One cvt.rn.f16x2.e4m3x2 per E4M3 pair (exact): word i of the
+          // loaded bytes gives f16 words 2i and 2i + 1.
+          SmallVector<Value> f;
+          for (int64_t i = 0; i < lb / 4; ++i) {
+            Value word =
+                LLVM::ExtractElementOp::create(k.b, k.loc, wq[step], g.ci32(i));
+            f.push_back(e4m3PairToF16(g, word));
+            f.push_back(e4m3PairToF16(
+                g, arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(16))));
+          }
+          for (int64_t m = 0; m < lb / 4; ++m)
+            acc = g.mma({ua[2 * m], ub[2 * m], ua[2 * m + 1], ub[2 * m + 1]},
+                        {f[2 * m], f[2 * m + 1]}, acc, true);
         }
         return acc;
       });
-  // Partial tiles [warp][lane][4], summed per lane in warp order.
-  Value smem = g.shared(k.f32, g.warps * kWarp * 4);
+  // Partial tiles [warp][lane][4] (one 16-byte store a lane), in the half
+  // of the array for the item's `slot`, summed in warp order by warp 0:
+  // warp 0 reads this item's half before it reaches the barrier of the
+  // next item, which every warp passes before it stores the item after
+  // (the other half), so no second barrier is needed.
+  const int64_t tileFloats = g.warps * kWarp * 4;
+  Value smem = g.shared(k.f32, 2 * tileFloats);
+  Value half = k.imul(slot, k.c(tileFloats));
+  auto v4 = VectorType::get({4}, k.f32);
+  auto tileAt = [&](Value warp) {
+    return k.gep(
+        smem,
+        k.iadd(half, k.imul(k.iadd(k.imul(warp, k.c(kWarp)), g.lane), k.c(4))),
+        k.f32);
+  };
+  Value packed = LLVM::UndefOp::create(k.b, k.loc, v4);
   for (int64_t e = 0; e < 4; ++e)
-    k.storeF(smem,
-             k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(kWarp)), g.lane), k.c(4)),
-                    k.c(e)),
-             c[e], k.f32);
+    packed = LLVM::InsertElementOp::create(k.b, k.loc, packed, c[e], g.ci32(e));
+  LLVM::StoreOp::create(k.b, k.loc, packed, tileAt(g.warp), /*alignment=*/16);
   g.sync();
   Value tail = g.packedTail(w, row0);
-  SmallVector<Value> out;
-  for (int64_t e = 0; e < 4; ++e) {
-    Value sum;
-    for (int64_t wi = 0; wi < g.warps; ++wi) {
-      Value v = k.loadF(
-          smem, k.iadd(k.imul(k.iadd(k.c(wi * kWarp), g.lane), k.c(4)), k.c(e)),
-          k.f32);
-      sum = wi ? k.add(sum, v) : v;
-    }
-    out.push_back(tail ? k.mul(sum, tail) : sum);
-  }
-  g.sync(); // the next item's partials reuse the array
-  return out;
+  SmallVector<Type> types(4, k.f32);
+  return g.ifElse(
+      g.eq(g.warp, k.c(0)), types,
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> sum;
+        for (int64_t wi = 0; wi < g.warps; ++wi) {
+          Value t = LLVM::LoadOp::create(k.b, k.loc, v4, tileAt(k.c(wi)),
+                                         /*alignment=*/16);
+          for (int64_t e = 0; e < 4; ++e) {
+            Value v = LLVM::ExtractElementOp::create(k.b, k.loc, t, g.ci32(e));
+            if (wi)
+              sum[e] = k.add(sum[e], v);
+            else
+              sum.push_back(v);
+          }
+        }
+        if (tail)
+          for (Value &v : sum)
+            v = k.mul(v, tail);
+        return sum;
+      },
+      [&]() -> SmallVector<Value> { return SmallVector<Value>(4, k.cf(0)); });
 }
 
 bool moeExpertsFits(msa::MoEExpertsOp op) {
@@ -5312,9 +5435,19 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
 /// On the H200 (docs/perf.md, eleventh session) two 256-thread CTAs per
 /// SM made the bf16-decode tiles of 12-64 rows and a 512-token prefill
 /// 5-38 % slower; this launch left them as fast or faster (but the MSA
-/// prologue's 512-token prefill, 4-7 % slower).
+/// prologue's 512-token prefill, 4-7 % slower). With 192 KB
+/// (--gpu-f16-rows-shared-kb=192: 16 rows of 6,144 channels) M3's
+/// prologue at 16 tokens took 43-46 us instead of 52, but at 64 tokens
+/// 225-237 instead of 146 (the bf16-decode tiles lose the L1; twelfth
+/// session).
 constexpr int64_t kF16RowsThreads = 512, kF16RowsCtasPerSM = 1,
                   kF16RowsSharedBytes = 96 * 1024;
+static llvm::cl::opt<int> f16RowsSharedKB(
+    "gpu-f16-rows-shared-kb", llvm::cl::Hidden,
+    llvm::cl::init(kF16RowsSharedBytes / 1024),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Dynamic shared memory (KiB) of the kernels that take "
+                   "rowsDot's f16 rows (tuning; at most 227)"));
 bool f16RowsLaunch(KB &k, Operation *op, int64_t part, int64_t threads) {
   if (!rowsDotF16 || part != 0 || !k.packed || threads != kGpuThreads)
     return false;
@@ -5345,9 +5478,11 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                  : threads);
   g.e2m1 = e2m1;
   if (f16Rows) {
-    g.declareLaunch(kF16RowsThreads, kF16RowsSharedBytes, kF16RowsCtasPerSM);
+    const int64_t bytes =
+        std::clamp<int64_t>(f16RowsSharedKB, 1, 227) * int64_t(1024);
+    g.declareLaunch(kF16RowsThreads, bytes, kF16RowsCtasPerSM);
     g.scratch = g.dynamicShared();
-    g.scratchBytes = kF16RowsSharedBytes;
+    g.scratchBytes = bytes;
   }
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
