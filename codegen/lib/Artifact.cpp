@@ -106,9 +106,29 @@ std::string msac::writeArtifact(const std::string &dir,
   if (weights.has_error())
     return "cannot write " + weightsPath;
 
+  // Each kernel's parameters: the kind, dtype and shape of the buffers its
+  // first launch passes (other launches pass buffers of the same dtypes
+  // and sizes, at times another view of the shape), so that the runtime
+  // refuses a step whose buffers are not the kernel's.
   json::Array kernels;
-  for (const std::string &name : program.kernelNames)
-    kernels.push_back(json::Object{{"name", name}});
+  for (const std::string &name : program.kernelNames) {
+    json::Array params;
+    for (const std::vector<Launch> *list : {&program.init, &program.schedule}) {
+      auto it = llvm::find_if(
+          *list, [&](const Launch &l) { return l.kernel == name; });
+      if (it == list->end())
+        continue;
+      for (int64_t id : it->buffers) {
+        const BufferDesc &b = program.buffers[id];
+        params.push_back(json::Object{{"kind", kindName(b.kind)},
+                                      {"dtype", b.dtype},
+                                      {"shape", shapeJson(b.shape)}});
+      }
+      break;
+    }
+    kernels.push_back(
+        json::Object{{"name", name}, {"params", std::move(params)}});
+  }
   auto launches = [](const std::vector<Launch> &list) {
     json::Array steps;
     for (const Launch &l : list) {

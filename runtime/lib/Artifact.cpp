@@ -294,8 +294,30 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       buffer.bytes = b.unsignedInteger("bytes", 0);
       a->bufferList.push_back(buffer);
     }
-    for (const JsonField &k : root.at("kernels").elements())
+    // Each kernel's parameters (kind, dtype, shape), which its steps'
+    // buffers must match.
+    struct Param {
+      std::string kind, dtype;
+      std::vector<Extent> shape;
+    };
+    std::vector<std::vector<Param>> kernelParams;
+    for (const JsonField &k : root.at("kernels").elements()) {
       a->kernels.push_back(k.at("name").string());
+      std::vector<Param> params;
+      for (const JsonField &p : k.at("params").elements()) {
+        Param param{p.at("kind").string(), p.at("dtype").string(), {}};
+        for (const JsonField &e : p.at("shape").elements()) {
+          if (e.json().is_string())
+            param.shape.push_back(Extent{0, e.string()});
+          else if (e.json().is_number_integer())
+            param.shape.push_back(Extent{e.integer(), ""});
+          else
+            e.fail("an integer or a symbol");
+        }
+        params.push_back(std::move(param));
+      }
+      kernelParams.push_back(std::move(params));
+    }
     // Kernels the schedules launch must be the manifest's.
     auto knownKernel = [&](const std::string &name) {
       return std::find(a->kernels.begin(), a->kernels.end(), name) !=
@@ -308,6 +330,68 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             std::to_string(t.kernelNames.size()) +
             " kernels, which are not the manifest's " +
             std::to_string(a->kernels.size()) + " kernels in order");
+    // A step passes exactly its kernel's parameters (their dtypes and
+    // sizes): a dropped, added or swapped buffer would hand the kernel
+    // memory of another size or type. Checked below, after the buffers'
+    // own dtypes and extents.
+    auto describe = [](const std::string &kind, const std::string &dtype,
+                       const std::vector<Extent> &shape) {
+      std::string d = kind + " " + dtype + " [";
+      for (size_t i = 0; i < shape.size(); ++i)
+        d += (i ? ", " : "") + (shape[i].symbol.empty()
+                                    ? std::to_string(shape[i].value)
+                                    : shape[i].symbol);
+      return d + "]";
+    };
+    // Steps may pass another view of the same memory (a kernel taking
+    // [T, 64] gets [T, 2, 32] elsewhere): shapes agree when their fixed
+    // extents multiply to the same count and their symbols are the same.
+    auto sameSize = [](const std::vector<Extent> &x,
+                       const std::vector<Extent> &y) {
+      auto signature = [](const std::vector<Extent> &shape) {
+        int64_t fixed = 1;
+        std::vector<std::string> symbols;
+        for (const Extent &e : shape) {
+          if (e.symbol.empty())
+            fixed = e.value > 0 && fixed <= INT64_MAX / e.value
+                        ? fixed * e.value
+                        : -1;
+          else
+            symbols.push_back(e.symbol);
+        }
+        std::sort(symbols.begin(), symbols.end());
+        return std::make_pair(fixed, symbols);
+      };
+      return signature(x) == signature(y);
+    };
+    auto checkStepParams = [&](const std::string &where, const Step &step) {
+      const size_t k =
+          std::find(a->kernels.begin(), a->kernels.end(), step.kernel) -
+          a->kernels.begin();
+      const std::vector<Param> &params = kernelParams[k];
+      if (step.buffers.size() != params.size())
+        throw std::runtime_error(
+            where + " passes " + std::to_string(step.buffers.size()) +
+            " buffers to kernel " + step.kernel + ", which takes " +
+            std::to_string(params.size()) +
+            "; the artifact is corrupt, recompile the model");
+      for (size_t i = 0; i < params.size(); ++i) {
+        const Buffer &b = a->bufferList[step.buffers[i]];
+        const std::string kind = b.kind == Buffer::Kind::Input   ? "input"
+                                 : b.kind == Buffer::Kind::Cache ? "cache"
+                                 : b.kind == Buffer::Kind::Weight
+                                     ? "weight"
+                                     : "activation";
+        if (b.dtype != params[i].dtype || !sameSize(b.shape, params[i].shape))
+          throw std::runtime_error(
+              where + " passes buffer " + std::to_string(step.buffers[i]) +
+              " ('" + b.name + "', " + describe(kind, b.dtype, b.shape) +
+              ") as parameter " + std::to_string(i) + " of kernel " +
+              step.kernel + ", which takes " +
+              describe(params[i].kind, params[i].dtype, params[i].shape) +
+              "; the artifact is corrupt, recompile the model");
+      }
+    };
     auto readSchedule = [&](const JsonField &steps, std::vector<Step> &out) {
       for (const JsonField &s : steps.elements()) {
         Step step;
@@ -452,6 +536,14 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                ? std::string("no fixed width")
                : std::to_string(logits.shape.back().value) + " columns") +
           "; the artifact is corrupt, recompile the model");
+    for (auto [name, list] :
+         {std::pair<const char *, const std::vector<Step> *>{"init", &a->init},
+          {"prefill", &a->prefill},
+          {"decode", &a->decode}})
+      for (size_t i = 0; i < list->size(); ++i)
+        checkStepParams(std::string("schedules.") + name + "[" +
+                            std::to_string(i) + "]",
+                        (*list)[i]);
 
     // Weights.
     const JsonField weightsField = root.at("weights");

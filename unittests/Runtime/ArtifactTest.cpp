@@ -3,7 +3,8 @@
 // Part of msac's tests. Hand-written manifests of a GPU-only, weight-stripped
 // artifact (no kernels file is opened at load): the per-kernel launch shapes
 // of format version 2 (grid, block threads, dynamic shared-memory bytes),
-// their validation, and the refusal of version-1 artifacts.
+// their validation, the refusal of version-1 artifacts, and (version 3) the
+// steps' buffers checked against their kernel's parameters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +31,10 @@ std::string manifest(int version, const std::string &kernels) {
   "targets": [{"name": "sm_90a", "kernels_file": "kernels/sm_90a.cubin",
                "launch": {"grid": 528, "block": 128, "kernels": )" +
          kernels + R"(}}],
-  "kernels": [{"name": "msac_k0_embedding"}, {"name": "msac_k1_linear"}],
+  "kernels": [{"name": "msac_k0_embedding", "params": []},
+              {"name": "msac_k1_linear",
+               "params": [{"kind": "activation", "dtype": "f32",
+                           "shape": ["N", 128]}]}],
   "buffers": [{"kind": "activation", "name": "logits", "dtype": "f32",
                "shape": ["N", 128]}],
   "schedules": {"init": [],
@@ -86,7 +90,7 @@ TEST(ArtifactLaunchShapes, VersionOneIsRefused) {
   auto a = load("v1", manifest(1, kTwoShapes), error);
   EXPECT_FALSE(a);
   EXPECT_NE(error.find("artifact format version 1 (written by msac test), but "
-                       "this runtime reads version 2; recompile the model "
+                       "this runtime reads version 3; recompile the model "
                        "with a matching msac"),
             std::string::npos)
       << error;
@@ -137,6 +141,45 @@ TEST(ArtifactLaunchShapes, ShapesMustFollowTheKernelList) {
   EXPECT_FALSE(a);
   EXPECT_NE(error.find("target sm_90a lists the launch shapes of 1 kernels, "
                        "which are not the manifest's 2 kernels in order"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ArtifactKernelParams, StepsPassTheKernelsParameters) {
+  std::string error;
+  std::string text = manifest(kArtifactFormatVersion, kTwoShapes);
+  // The same memory in another view ([N, 2, 64]) is the same parameter.
+  std::string view = text;
+  view.replace(view.find(R"("shape": ["N", 128]}]}])"),
+               std::string(R"("shape": ["N", 128])").size(),
+               R"("shape": ["N", 2, 64])");
+  auto ok = load("view", view, error);
+  EXPECT_TRUE(ok) << error;
+  // Another dtype, or a step with one buffer more, is refused.
+  std::string dtype = text;
+  dtype.replace(dtype.find(R"("dtype": "f32",
+                           "shape")"),
+                std::string(R"("dtype": "f32")").size(), R"("dtype": "bf16")");
+  auto a = load("dtype", dtype, error);
+  EXPECT_FALSE(a);
+  EXPECT_NE(error.find("schedules.prefill[0] passes buffer 0 ('logits', "
+                       "activation f32 [N, 128]) as parameter 0 of kernel "
+                       "msac_k1_linear, which takes activation bf16 [N, "
+                       "128]; the artifact is corrupt, recompile the model"),
+            std::string::npos)
+      << error;
+  std::string extra = text;
+  extra.replace(
+      extra.find(
+          R"("prefill": [{"kernel": "msac_k1_linear", "buffers": [0]}])"),
+      std::string(
+          R"("prefill": [{"kernel": "msac_k1_linear", "buffers": [0]}])")
+          .size(),
+      R"("prefill": [{"kernel": "msac_k1_linear", "buffers": [0, 0]}])");
+  a = load("extra", extra, error);
+  EXPECT_FALSE(a);
+  EXPECT_NE(error.find("schedules.prefill[0] passes 2 buffers to kernel "
+                       "msac_k1_linear, which takes 1"),
             std::string::npos)
       << error;
 }

@@ -33,8 +33,10 @@ namespace msac {
 
 /// Version of the artifact layout written here and read by the runtime.
 /// 2: GPU targets list each kernel's launch shape (`launch.kernels`: grid,
-/// block threads and dynamic shared-memory bytes).
-inline constexpr int kArtifactFormatVersion = 2;
+/// block threads and dynamic shared-memory bytes). 3: each kernel lists
+/// its parameters (`kernels[i].params`: kind, dtype and shape of the
+/// buffers its steps pass).
+inline constexpr int kArtifactFormatVersion = 3;
 
 /// One compiled target of an artifact.
 struct ArtifactTarget {

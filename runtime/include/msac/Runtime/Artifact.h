@@ -20,8 +20,9 @@
 namespace msac::runtime {
 
 /// The artifact layout version this runtime reads (2: per-kernel launch
-/// shapes of GPU targets).
-inline constexpr int kArtifactFormatVersion = 2;
+/// shapes of GPU targets; 3: per-kernel parameter lists, which every step
+/// must match).
+inline constexpr int kArtifactFormatVersion = 3;
 
 /// Dynamic shared memory a kernel may ask for (bytes): 227 KiB, the most
 /// one CTA can have on sm_90a and sm_100a.
