@@ -259,6 +259,19 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       a->targetList.push_back(target);
     }
 
+    // A shape: integers or size symbols.
+    auto readShape = [](const JsonField &field) {
+      std::vector<Extent> shape;
+      for (const JsonField &e : field.elements()) {
+        if (e.json().is_string())
+          shape.push_back(Extent{0, e.string()});
+        else if (e.json().is_number_integer())
+          shape.push_back(Extent{e.integer(), ""});
+        else
+          e.fail("an integer or a symbol");
+      }
+      return shape;
+    };
     for (const JsonField &b : root.at("buffers").elements()) {
       Buffer buffer;
       const std::string kind = b.at("kind").string();
@@ -268,14 +281,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                                        : Buffer::Kind::Activation;
       buffer.name = b.at("name").string();
       buffer.dtype = b.at("dtype").string();
-      for (const JsonField &e : b.at("shape").elements()) {
-        if (e.json().is_string())
-          buffer.shape.push_back(Extent{0, e.string()});
-        else if (e.json().is_number_integer())
-          buffer.shape.push_back(Extent{e.integer(), ""});
-        else
-          e.fail("an integer or a symbol");
-      }
+      buffer.shape = readShape(b.at("shape"));
       buffer.argument = b.integer("argument", -1);
       buffer.heads = b.integer("heads", 0);
       buffer.pageSize = b.integer("page_size", 0);
@@ -305,16 +311,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       a->kernels.push_back(k.at("name").string());
       std::vector<Param> params;
       for (const JsonField &p : k.at("params").elements()) {
-        Param param{p.at("kind").string(), p.at("dtype").string(), {}};
-        for (const JsonField &e : p.at("shape").elements()) {
-          if (e.json().is_string())
-            param.shape.push_back(Extent{0, e.string()});
-          else if (e.json().is_number_integer())
-            param.shape.push_back(Extent{e.integer(), ""});
-          else
-            e.fail("an integer or a symbol");
-        }
-        params.push_back(std::move(param));
+        params.push_back(Param{p.at("kind").string(), p.at("dtype").string(),
+                               readShape(p.at("shape"))});
       }
       kernelParams.push_back(std::move(params));
     }
