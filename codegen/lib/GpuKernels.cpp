@@ -578,16 +578,18 @@ public:
   SmallVector<Value> decodeWeightF16(const WeightRef &w, const WeightRaw &raw) {
     assert(packedF16Format(*w.packed) && "decodeWeightF16: E4M3 per tensor");
     (void)w;
+    return e4m3WordsToF16(raw.words[0], 2);
+  }
+  /// The E4M3 bytes of `bytes` (a vector of `count` i32) as 2 count words
+  /// of f16 pairs (bytes 2i, 2i + 1 in word i, the first in the low half):
+  /// one `cvt.rn.f16x2.e4m3x2` per pair, exact (NaN stays NaN).
+  SmallVector<Value> e4m3WordsToF16(Value bytes, int64_t count) {
     SmallVector<Value> out;
-    for (int64_t l = 0; l < 2; ++l) {
-      Value word =
-          LLVM::ExtractElementOp::create(k.b, k.loc, raw.words[0], ci32(l));
-      for (int64_t pair = 0; pair < 2; ++pair)
-        out.push_back(e4m3PairToF16(
-            *this,
-            pair
-                ? arith::ShRUIOp::create(k.b, k.loc, word, ci32(16)).getResult()
-                : word));
+    for (int64_t l = 0; l < count; ++l) {
+      Value word = LLVM::ExtractElementOp::create(k.b, k.loc, bytes, ci32(l));
+      out.push_back(e4m3PairToF16(*this, word));
+      out.push_back(e4m3PairToF16(
+          *this, arith::ShRUIOp::create(k.b, k.loc, word, ci32(16))));
     }
     return out;
   }
@@ -4137,9 +4139,9 @@ SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
                                    const WeightRef &w, Value row0,
                                    int64_t maxRows, Value slot) {
   KB &k = g.k;
-  // Each lane reads `lb` consecutive weight bytes of its feature per step
-  // (quad q at channel 4 lb-chunk offset q lb), a warp's step covering
-  // 4 lb channels of its 8 features.
+  // Each lane reads `lb` consecutive weight bytes of its feature (lane / 4)
+  // per step, at offset (lane % 4) lb of the step's 4 lb channels; a
+  // warp's step covers those 4 lb channels of its 8 features.
   const int64_t lb = f16RowsLaneBytes == 16 && n % (64 * g.warps) == 0 ? 16 : 8;
   const int64_t chunk = 4 * lb, per = n / chunk / g.warps;
   int64_t u = f16RowsUnroll > 0 ? int64_t(f16RowsUnroll) : 64 / lb;
@@ -4185,16 +4187,7 @@ SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
           SmallVector<Value> ub =
               rows8 ? ua
                     : g.loadWords(xs, k.iadd(xb, words[step]), lb / 2, true);
-          // One cvt.rn.f16x2.e4m3x2 per E4M3 pair (exact): word i of the
-          // loaded bytes gives f16 words 2i and 2i + 1.
-          SmallVector<Value> f;
-          for (int64_t i = 0; i < lb / 4; ++i) {
-            Value word =
-                LLVM::ExtractElementOp::create(k.b, k.loc, wq[step], g.ci32(i));
-            f.push_back(e4m3PairToF16(g, word));
-            f.push_back(e4m3PairToF16(
-                g, arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(16))));
-          }
+          SmallVector<Value> f = g.e4m3WordsToF16(wq[step], lb / 4);
           for (int64_t m = 0; m < lb / 4; ++m)
             acc = g.mma({ua[2 * m], ub[2 * m], ua[2 * m + 1], ub[2 * m + 1]},
                         {f[2 * m], f[2 * m + 1]}, acc, true);
