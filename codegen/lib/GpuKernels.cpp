@@ -2766,20 +2766,23 @@ constexpr int64_t kF16RowBatchWords = 32;
 /// `dst` holds), as n / 2 words of f16 pairs each at word r n / 2 of `dst`
 /// (shared memory, generic pointer), every value of row r times 2^s_r;
 /// downs[r] (an FP32 shared array) receives the 2^-s_r that undoes it.
-/// Called by every thread of the CTA; `dst` and `downs` are complete
-/// after it. Rows go in batches (kF16RowBatchWords, --gpu-f16-row-batch)
-/// whose loads issue together, two barriers a batch: converted one row at
-/// a time, M3's 6,144-channel rows cost about a microsecond each on the
-/// H200 before the first weight load (docs/perf.md, twelfth session).
-/// s_r = f16RowShift(e) for the row's largest bf16 exponent field e
-/// (CacheDecode.h) brings the largest magnitude into [2^14, 2^15): below
-/// f16's 65504, and every value within 2^-28 of it is an f16 normal
-/// number, so the conversion is exact (bf16 has 8 significant bits, f16
-/// 11) for those; smaller ones round to steps of 2^-24 (an error of at
-/// most 2^-39 of the largest value each, below the FP32 rounding of a dot
-/// product). A row holding Inf or NaN (e = 255) keeps them, and its dot
-/// products are Inf or NaN as with FP32 products.
-void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs) {
+/// With `swizzle` the row's 16-byte piece p lands at piece p ^ (r mod 8):
+/// ringRowsF16 reads several rows at one offset in one instruction, which
+/// would otherwise hit the same banks. Called by every thread of the CTA;
+/// `dst` and `downs` are complete after it. Rows go in batches
+/// (kF16RowBatchWords, --gpu-f16-row-batch) whose loads issue together,
+/// two barriers a batch: converted one row at a time, M3's 6,144-channel
+/// rows cost about a microsecond each on the H200 before the first weight
+/// load (docs/perf.md, twelfth session). s_r = f16RowShift(e) for the
+/// row's largest bf16 exponent field e (CacheDecode.h) brings the largest
+/// magnitude into [2^14, 2^15): below f16's 65504, and every value within
+/// 2^-28 of it is an f16 normal number, so the conversion is exact (bf16
+/// has 8 significant bits, f16 11) for those; smaller ones round to steps
+/// of 2^-24 (an error of at most 2^-39 of the largest value each, below
+/// the FP32 rounding of a dot product). A row holding Inf or NaN (e = 255)
+/// keeps them, and its dot products are Inf or NaN as with FP32 products.
+void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs,
+               bool swizzle) {
   KB &k = g.k;
   auto andI = [&](Value v, int64_t m) -> Value {
     return arith::AndIOp::create(k.b, k.loc, v, g.ci32(int32_t(m)));
@@ -2859,7 +2862,10 @@ void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs) {
       k.ifThen(g.eq(g.tid, k.c(0)), [&] { k.storeF(downs, row, down, k.f32); });
       Value dstWord = k.imul(row, k.c(n / 2));
       for (int64_t p = 0; p < pieces; ++p) {
-        Value at = k.imul(pieceOf(p), k.c(4));
+        Value piece = pieceOf(p);
+        if (swizzle)
+          piece = arith::XOrIOp::create(k.b, k.loc, piece, k.irem(row, k.c(8)));
+        Value at = k.imul(piece, k.c(4));
         auto store = [&] {
           for (int64_t j = 0; j < 4; ++j)
             g.storeI32(dst, k.iadd(dstWord, k.iadd(at, k.c(j))),
@@ -2923,6 +2929,258 @@ static llvm::cl::opt<bool> fp8RowTail(
     llvm::cl::desc("rowsDot at one row with per-tensor FP8 weights: the "
                    "scale on the sum instead of on every weight (tuning)"));
 
+static llvm::cl::opt<bool> f16Ring(
+    "gpu-f16-ring", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("rowsDot at 2-4 rows with per-tensor FP8 weights: the "
+                   "weights stream through a cp.async ring in shared memory "
+                   "(ringRowsF16; tuning; false: ctaRowsDots8F16)"));
+
+static llvm::cl::opt<int> f16RingStages(
+    "gpu-f16-ring-stages", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("ringRowsF16's stages (0: as many as the scratch holds, "
+                   "at most kRingMaxStages; tuning)"));
+
+/// The shape of ringRowsF16 for at most maxRows rows of x: the rows (f16)
+/// take the first 2 n maxRows bytes of the kernel's scratch, the ring
+/// (`stages` KB per warp) follows.
+struct RingRowsF16 {
+  int64_t maxRows = 0, stages = 0;
+};
+
+/// Deepest ring ringRowsF16 takes, and the shallowest worth taking.
+constexpr int64_t kRingMaxStages = 8, kRingMinStages = 3;
+
+/// ringRowsF16's shape for at most `rows` rows of n channels on g's
+/// scratch: stages 0 when it does not fit.
+RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
+  RingRowsF16 ring;
+  // Each warp adds an equal share of a partial tile's 4 values per lane.
+  if (!g.scratch || n % (64 * g.warps) != 0 || (4 * kWarp) % g.warps != 0)
+    return ring;
+  const int64_t free = g.scratchBytes - rows * 2 * n;
+  int64_t stages = free / (g.warps * 1024);
+  stages = std::min(stages, f16RingStages > 0 ? int64_t(f16RingStages)
+                                              : kRingMaxStages);
+  if (stages < kRingMinStages)
+    return ring;
+  ring.maxRows = rows;
+  ring.stages = stages;
+  return ring;
+}
+
+/// out[r, j] = (x[r] . w[j]) * tail * downs[r] for r < R <= maxRows <= 8
+/// and j < nOut (a multiple of 16) by the CTA's W warps, the weights
+/// streaming through shared memory. x: rowsToF16's swizzled f16 rows in
+/// the scratch `xs` (shared address space); the weights: a
+/// packedF16Format matrix located by wRow (16 consecutive features share
+/// one matrix). `beforeLoop` (rowsToF16) runs after the first copies are
+/// issued: they do not depend on x.
+///
+/// One CTA item per 16 features, the n channels split over the warps (n a
+/// multiple of 64 W): warp w takes the 64-channel steps [w n / (64 W),
+/// (w + 1) n / (64 W)) of each of its CTA's items, unrolled. In a step,
+/// lane (g = lane / 4, t = lane % 4) copies 16 bytes of features g and
+/// g + 8 at channel 16 t of the step by `cp.async` into its own 32 bytes
+/// of the warp's ring stage and reads back only those: no barrier guards
+/// the ring, and the copies of the next stages - 1 steps, across items,
+/// are in flight while a step computes. The weights are the A operand of
+/// f16 mma.sync m16n8k16 (channel 16 t + 4 m + {0, 1} is k = 2 t, 2 t + 1
+/// of the step's mma m, + {2, 3} is k = 2 t + 8, 2 t + 9), x the B operand
+/// the same way (row g as column g, rows past R reading row R - 1): a
+/// weight byte costs half a conversion and 1/64 of an mma. An item's
+/// partial tiles meet in `tiles` (2 x W x 32 x 4 FP32, the half of the
+/// item's parity); every warp adds an equal share of them in warp order
+/// and stores it. On the H200 (docs/perf.md, thirteenth session) M3's
+/// fused FP8 projections ran 8.5-11 % faster at 2-4 tokens than with
+/// ctaRowsDots8F16; at one token no faster than the FP32 products.
+void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
+                 const RingRowsF16 &ring, Value tiles,
+                 const std::function<std::pair<WeightRef, Value>(Value)> &wRow,
+                 Value out, Type oe, const std::function<void()> &beforeLoop) {
+  KB &k = g.k;
+  MLIRContext *ctx = k.b.getContext();
+  auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+  auto v4 = VectorType::get({4}, k.i32);
+  const int64_t F = 16, per = n / (64 * g.warps), S = ring.stages;
+  const int64_t ringByte = ring.maxRows * 2 * n, stageBytes = 64 * F;
+  // 32-bit offsets (the per-step arithmetic), widened at the address.
+  auto i32 = [&](Value index) -> Value {
+    return arith::IndexCastOp::create(k.b, k.loc, k.i32, index);
+  };
+  auto add32 = [&](Value a, int64_t c) -> Value {
+    return arith::AddIOp::create(k.b, k.loc, a, g.ci32(c));
+  };
+  auto byteAt = [&](Type ptrT, Value base, Value off32, int64_t c) -> Value {
+    Value off = arith::ExtUIOp::create(k.b, k.loc, k.i64, add32(off32, c));
+    return LLVM::GEPOp::create(k.b, k.loc, ptrT, k.b.getI8Type(), base,
+                               ValueRange{off});
+  };
+  Value quad = k.irem(g.lane, k.c(4)), r = k.idiv(g.lane, k.c(4));
+  // This lane's 16 bytes of half h (features g + 8 h) of ring slot `slot`
+  // (i32).
+  Value ringLane =
+      i32(k.iadd(k.c(ringByte), k.iadd(k.imul(g.warp, k.c(S * stageBytes)),
+                                       k.imul(g.lane, k.c(16)))));
+  auto ringAt = [&](Value slot, int64_t h) {
+    Value off = arith::AddIOp::create(
+        k.b, k.loc, ringLane,
+        arith::MulIOp::create(k.b, k.loc, slot, g.ci32(stageBytes)));
+    return byteAt(sharedT, xs, off, h * 512);
+  };
+  // This CTA's items: ctaId + kk numCtas < nOut / F, kk < items.
+  Value count = k.c(nOut / F);
+  Value left =
+      arith::MaxSIOp::create(k.b, k.loc, k.c(0), g.isub(count, g.ctaId));
+  Value items = k.idiv(k.iadd(left, g.isub(g.numCtas, k.c(1))), g.numCtas);
+  // The lane's first weight byte (feature g, channel 64 w per + 16 t) of
+  // the CTA's item kk.
+  auto itemBytes = [&](Value kk) -> Value {
+    Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
+    std::pair<WeightRef, Value> wAt = wRow(k.imul(item, k.c(F)));
+    Value base =
+        LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, wAt.first.base);
+    Value byte = k.iadd(wAt.second, k.iadd(k.imul(r, k.c(n)),
+                                           k.iadd(k.imul(g.warp, k.c(per * 64)),
+                                                  k.imul(quad, k.c(16)))));
+    return LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), base,
+                               ValueRange{k.toI64(byte)});
+  };
+  // Step ii of the item whose bytes start at `from`, into ring slot `slot`.
+  auto issue = [&](Value from, int64_t ii, Value slot) {
+    for (int64_t h = 0; h < 2; ++h) {
+      Value src = LLVM::GEPOp::create(
+          k.b, k.loc, globalT, k.b.getI8Type(), from,
+          ArrayRef<LLVM::GEPArg>{int32_t(h * 8 * n + ii * 64)});
+      NVVM::CpAsyncOp::create(k.b, k.loc, ringAt(slot, h), src, 16,
+                              NVVM::LoadCacheModifierKind::CG, Value());
+    }
+  };
+  auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
+  // The CTA's steps run item after item; step s (item s / per, step s %
+  // per of it) uses slot s % S, and its copies issue S - 1 steps earlier.
+  {
+    SmallVector<Value> from;
+    for (int64_t s = 0; s + 1 < S; ++s) {
+      const int64_t d = s / per;
+      while (int64_t(from.size()) <= d)
+        from.push_back(itemBytes(k.c(from.size())));
+      k.ifThen(k.icmp(CmpI::ult, k.c(d), items),
+               [&] { issue(from[d], s % per, g.ci32(s % S)); });
+      commit();
+    }
+  }
+  beforeLoop();
+  // The x row of this lane's operand: token g (rows past R read R - 1);
+  // its 16-byte pieces 2 t and 2 t + 1 of a step, swizzled as rowsToF16
+  // stores them (the step's 8 pieces start at a multiple of 8).
+  Value xRow = g.imin(r, k.iadd(R, k.c(-1)));
+  SmallVector<Value> xLane;
+  for (int64_t p = 0; p < 2; ++p) {
+    Value low = arith::XOrIOp::create(
+        k.b, k.loc, k.iadd(k.imul(quad, k.c(2)), k.c(p)), k.irem(xRow, k.c(8)));
+    xLane.push_back(i32(
+        k.iadd(k.imul(xRow, k.c(2 * n)),
+               k.iadd(k.imul(g.warp, k.c(per * 128)), k.imul(low, k.c(16))))));
+  }
+  // Partial tiles: a lane's c0..c3.
+  const int64_t kept = 4;
+  const int64_t values = kWarp * kept, tileFloats = g.warps * values;
+  const int64_t mine = values / g.warps;
+  auto vt = VectorType::get({kept}, k.f32);
+  const int64_t ahead = (per + S - 2) / per;
+  auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), items, k.c(1));
+  {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value kk = loop.getInductionVar();
+    // Slot of the item's step 0, and the items whose copies its steps
+    // issue.
+    Value b0 = i32(k.irem(k.imul(kk, k.c(per)), k.c(S)));
+    SmallVector<Value> from, valid;
+    for (int64_t d = 0; d <= ahead; ++d) {
+      from.push_back(itemBytes(k.iadd(kk, k.c(d))));
+      valid.push_back(k.icmp(CmpI::ult, k.iadd(kk, k.c(d)), items));
+    }
+    SmallVector<Value> acc(4, k.cf(0));
+    for (int64_t i = 0; i < per; ++i) {
+      // Step i's copies (this lane's own) have landed.
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, S - 2);
+      const int64_t ahead_i = i + S - 1, d = ahead_i / per;
+      Value slot =
+          arith::RemUIOp::create(k.b, k.loc, add32(b0, ahead_i), g.ci32(S));
+      k.ifThen(valid[d], [&] { issue(from[d], ahead_i % per, slot); });
+      commit();
+      Value cur = arith::RemUIOp::create(k.b, k.loc, add32(b0, i), g.ci32(S));
+      SmallVector<SmallVector<Value>> f;
+      for (int64_t h = 0; h < 2; ++h)
+        f.push_back(g.e4m3WordsToF16(
+            LLVM::LoadOp::create(k.b, k.loc, v4, ringAt(cur, h), 16), 4));
+      SmallVector<Value> xw;
+      for (int64_t p = 0; p < 2; ++p) {
+        Value v = LLVM::LoadOp::create(
+            k.b, k.loc, v4, byteAt(sharedT, xs, xLane[p], i * 128), 16);
+        for (int64_t e = 0; e < 4; ++e)
+          xw.push_back(
+              LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
+      }
+      for (int64_t m = 0; m < 4; ++m)
+        acc =
+            g.mma({f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1]},
+                  {xw[2 * m], xw[2 * m + 1]}, acc, true);
+    }
+    // The partial tiles meet in the half of the item's parity; every warp
+    // adds V / W of the tile's V values in warp order and stores them:
+    // value v = lane' kept + e (lane' the lane that held it) is thread
+    // (v / (V / W), v % (V / W))'s. Readers of a half finish before the
+    // next item's barrier, which writers of the item after pass first.
+    Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
+    Value half = k.irem(kk, k.c(2));
+    auto tileAt = [&](Value warp, Value lane) {
+      return k.gep(
+          tiles,
+          k.iadd(k.imul(half, k.c(tileFloats)),
+                 k.imul(k.iadd(k.imul(warp, k.c(kWarp)), lane), k.c(kept))),
+          k.f32);
+    };
+    Value packed = LLVM::UndefOp::create(k.b, k.loc, vt);
+    for (int64_t e = 0; e < kept; ++e)
+      packed =
+          LLVM::InsertElementOp::create(k.b, k.loc, packed, acc[e], g.ci32(e));
+    LLVM::StoreOp::create(k.b, k.loc, packed, tileAt(g.warp, g.lane), 4 * kept);
+    Value v = k.iadd(k.imul(g.warp, k.c(mine)), g.lane);
+    Value holder = k.idiv(v, k.c(kept)), e = k.irem(v, k.c(kept));
+    Value hq = k.irem(holder, k.c(4)), hr = k.idiv(holder, k.c(4));
+    Value j0 = k.imul(item, k.c(F));
+    // c_{2h+e'} is feature g + 8 h of token 2 t + e'.
+    Value row = k.iadd(k.imul(hq, k.c(2)), k.irem(e, k.c(2)));
+    Value j = k.iadd(j0, k.iadd(hr, k.imul(k.idiv(e, k.c(2)), k.c(8))));
+    // The scale loads before the barrier.
+    std::pair<WeightRef, Value> wAt = wRow(j0);
+    Value scale = k.loadF(downs, g.imin(row, k.iadd(R, k.c(-1))), k.f32);
+    if (Value tail = g.packedTail(wAt.first, wAt.second))
+      scale = k.mul(scale, tail);
+    g.sync();
+    k.ifThen(
+        g.andI(k.icmp(CmpI::ult, g.lane, k.c(mine)), k.icmp(CmpI::ult, row, R)),
+        [&] {
+          Value sum;
+          for (int64_t wi = 0; wi < g.warps; ++wi) {
+            Value x = k.loadF(tiles,
+                              k.iadd(k.imul(half, k.c(tileFloats)),
+                                     k.iadd(k.c(wi * values), v)),
+                              k.f32);
+            sum = wi ? k.add(sum, x) : x;
+          }
+          k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), j), k.mul(sum, scale),
+                   oe);
+        });
+  }
+  NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+}
+
 /// rowsDot's streamed tiles: 32-channel chunks per stage and stages.
 constexpr int64_t kStreamChunks = 8, kStreamStages = 3;
 
@@ -2937,7 +3195,9 @@ constexpr int64_t kMmaMinFeatures = 4096;
 /// features: mma.sync tiles of 16 rows x 8 features per warp (emitMma
 /// below; with bf16 weights and the kernel's scratch shared memory the
 /// weights stream in by cp.async, emitMmaStream, same sums in the same
-/// order); otherwise tiles of kRowTile rows as for R = 1.
+/// order); otherwise tiles of kRowTile rows as for R = 1. Per-tensor FP8
+/// weights with bf16 x take f16 tensor-core operands at 2-16 rows: at 2-4
+/// rows with their weights streamed (ringRowsF16), else ctaRowsDots8F16.
 void rowsDot(GK &g, const RowsDotArgs &args) {
   KB &k = g.k;
   Value x = args.x, idx = args.idx, out = args.out, R = args.R;
@@ -3309,7 +3569,7 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     if (g.threads > kF16RowsGroupThreads)
       view = groupView(g, kF16RowsGroupThreads);
     GK &v = view ? *view : g;
-    rowsToF16(g, x, R, inner, xs, downs);
+    rowsToF16(g, x, R, inner, xs, downs, /*swizzle=*/false);
     v.ctaLoop(k.c(nOut / 8), [&](Value group) {
       Value j0 = k.imul(group, k.c(8));
       std::pair<WeightRef, Value> wAt = args.wRow(j0);
@@ -3349,6 +3609,30 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       rowsDotStream && g.scratch && !args.wPacked.packed &&
       (inner / 32) % kStreamChunks == 0 &&
       g.warps * kStreamStages * streamStageBytes <= g.scratchBytes;
+  // At 2 and at 3-4 rows (as the scratch fits a ring of at least
+  // kRingMinStages) the f16 rows with the weights streamed (ringRowsF16):
+  // on the H200 (docs/perf.md, thirteenth session) M3's fused FP8
+  // projections ran 8.5-11 % and its linears 4.5-7 % faster than with
+  // ctaRowsDots8F16. At one row the FP32 products (emitTiles) ran as fast
+  // as the ring for the dense layer's projection and faster for the
+  // rest.
+  SmallVector<RingRowsF16> rings;
+  if (f16Ring && ctaF16 && !logits && nOut % 16 == 0 && rowsToF16Fits(g, inner))
+    for (int64_t rows : {2, 4})
+      if (RingRowsF16 ring = ringRowsFit(g, inner, rows); ring.stages)
+        rings.push_back(ring);
+  Value ringTiles =
+      rings.empty() ? Value() : g.shared(k.f32, 2 * g.warps * kWarp * 4);
+  auto emitRing = [&](const RingRowsF16 &ring) {
+    Value downs = g.shared(k.f32, ring.maxRows);
+    ringRowsF16(g, g.scratch, R, downs, inner, nOut, ring, ringTiles, args.wRow,
+                out, oe, [&] {
+                  rowsToF16(g, x, R, inner,
+                            LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT,
+                                                          g.scratch),
+                            downs, /*swizzle=*/true);
+                });
+  };
   g.ifElse(
       g.eq(R, k.c(1)), {},
       [&] {
@@ -3378,16 +3662,33 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
             emitTiles(kRowTile);
           return SmallVector<Value>{};
         };
-        if (!ctaF16 || logits || rowsF16 < 2)
-          return others();
-        g.ifElse(
-            k.icmp(CmpI::ule, R, k.c(rowsF16)), {},
-            [&] {
-              emitCtaRowsF16();
-              return SmallVector<Value>{};
-            },
-            others);
-        return SmallVector<Value>{};
+        auto f16Rows = [&] {
+          if (!ctaF16 || logits || rowsF16 < 2)
+            return others();
+          g.ifElse(
+              k.icmp(CmpI::ule, R, k.c(rowsF16)), {},
+              [&] {
+                emitCtaRowsF16();
+                return SmallVector<Value>{};
+              },
+              others);
+          return SmallVector<Value>{};
+        };
+        // The ring's buckets first (R <= 2, then R <= 4).
+        std::function<SmallVector<Value>(size_t)> ringOr =
+            [&](size_t i) -> SmallVector<Value> {
+          if (i == rings.size())
+            return f16Rows();
+          g.ifElse(
+              k.icmp(CmpI::ule, R, k.c(rings[i].maxRows)), {},
+              [&] {
+                emitRing(rings[i]);
+                return SmallVector<Value>{};
+              },
+              [&] { return ringOr(i + 1); });
+          return SmallVector<Value>{};
+        };
+        return ringOr(0);
       });
 }
 
