@@ -2956,8 +2956,10 @@ constexpr int64_t kRingMaxStages = 8, kRingMinStages = 3;
 /// scratch: stages 0 when it does not fit.
 RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
   RingRowsF16 ring;
-  // Each warp adds an equal share of a partial tile's 4 values per lane.
-  if (!g.scratch || n % (64 * g.warps) != 0 || (4 * kWarp) % g.warps != 0)
+  // Each warp adds an equal share (at most a lane each) of a partial
+  // tile's 4 values per lane: 4 to 32 warps, a power of two.
+  if (!g.scratch || n % (64 * g.warps) != 0 || g.warps < 4 ||
+      (4 * kWarp) % g.warps != 0)
     return ring;
   const int64_t free = g.scratchBytes - rows * 2 * n;
   int64_t stages = free / (g.warps * 1024);
