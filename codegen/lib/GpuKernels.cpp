@@ -2932,7 +2932,7 @@ static llvm::cl::opt<bool> fp8RowTail(
 static llvm::cl::opt<bool> f16Ring(
     "gpu-f16-ring", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot at 2-4 rows with per-tensor FP8 weights: the "
+    llvm::cl::desc("rowsDot at 2-8 rows with per-tensor FP8 weights: the "
                    "weights stream through a cp.async ring in shared memory "
                    "(ringRowsF16; tuning; false: ctaRowsDots8F16)"));
 
@@ -2942,15 +2942,29 @@ static llvm::cl::opt<int> f16RingStages(
     llvm::cl::desc("ringRowsF16's stages (0: as many as the scratch holds, "
                    "at most kRingMaxStages; tuning)"));
 
+static llvm::cl::opt<bool> f16RingXRegisters(
+    "gpu-f16-ring-x-registers", llvm::cl::Hidden, llvm::cl::init(false),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("ringRowsF16 holds x in registers at every row count, "
+                   "not only where the rows leave no room for a ring "
+                   "(testing)"));
+
 /// The shape of ringRowsF16 for at most maxRows rows of x: the rows (f16)
 /// take the first 2 n maxRows bytes of the kernel's scratch, the ring
-/// (`stages` KB per warp) follows.
+/// (`stages` KB per warp) follows; with `xInRegisters` each lane holds its
+/// operands of x for all its steps in registers and the ring takes the
+/// whole scratch once they are loaded.
 struct RingRowsF16 {
   int64_t maxRows = 0, stages = 0;
+  bool xInRegisters = false;
 };
 
 /// Deepest ring ringRowsF16 takes, and the shallowest worth taking.
 constexpr int64_t kRingMaxStages = 8, kRingMinStages = 3;
+
+/// Most steps per warp and item for which ringRowsF16 holds x in
+/// registers (8 words each).
+constexpr int64_t kRingMaxRegisterSteps = 8;
 
 /// ringRowsF16's shape for at most `rows` rows of n channels on g's
 /// scratch: stages 0 when it does not fit.
@@ -2961,7 +2975,13 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
   if (!g.scratch || n % (64 * g.warps) != 0 || g.warps < 4 ||
       (4 * kWarp) % g.warps != 0)
     return ring;
-  const int64_t free = g.scratchBytes - rows * 2 * n;
+  // Rows that leave no room for a ring stay in registers instead.
+  ring.xInRegisters = f16RingXRegisters || g.scratchBytes - rows * 2 * n <
+                                               kRingMinStages * g.warps * 1024;
+  if (ring.xInRegisters && (n / (64 * g.warps) > kRingMaxRegisterSteps ||
+                            rows * 2 * n > g.scratchBytes))
+    return ring;
+  const int64_t free = g.scratchBytes - (ring.xInRegisters ? 0 : rows * 2 * n);
   int64_t stages = free / (g.warps * 1024);
   stages = std::min(stages, f16RingStages > 0 ? int64_t(f16RingStages)
                                               : kRingMaxStages);
@@ -2994,9 +3014,12 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// weight byte costs half a conversion and 1/64 of an mma. An item's
 /// partial tiles meet in `tiles` (2 x W x 32 x 4 FP32, the half of the
 /// item's parity); every warp adds an equal share of them in warp order
-/// and stores it. On the H200 (docs/perf.md, thirteenth session) M3's
-/// fused FP8 projections ran 8.5-11 % faster at 2-4 tokens than with
-/// ctaRowsDots8F16; at one token no faster than the FP32 products.
+/// and stores it. With ring.xInRegisters (rows of x that fill the
+/// scratch) each lane loads its x operands of all its steps once, after
+/// `beforeLoop`, and the ring's first copies wait for that. On the H200
+/// (docs/perf.md, thirteenth session) M3's fused FP8 projections ran
+/// 8.5-11 % faster at 2-4 tokens and 4-5 % at 5-8 (x in registers) than
+/// with ctaRowsDots8F16; at one token no faster than the FP32 products.
 void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
                  const RingRowsF16 &ring, Value tiles,
                  const std::function<std::pair<WeightRef, Value>(Value)> &wRow,
@@ -3007,7 +3030,8 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
   auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
   auto v4 = VectorType::get({4}, k.i32);
   const int64_t F = 16, per = n / (64 * g.warps), S = ring.stages;
-  const int64_t ringByte = ring.maxRows * 2 * n, stageBytes = 64 * F;
+  const int64_t ringByte = ring.xInRegisters ? 0 : ring.maxRows * 2 * n;
+  const int64_t stageBytes = 64 * F;
   // 32-bit offsets (the per-step arithmetic), widened at the address.
   auto i32 = [&](Value index) -> Value {
     return arith::IndexCastOp::create(k.b, k.loc, k.i32, index);
@@ -3063,7 +3087,7 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
   auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
   // The CTA's steps run item after item; step s (item s / per, step s %
   // per of it) uses slot s % S, and its copies issue S - 1 steps earlier.
-  {
+  auto firstCopies = [&] {
     SmallVector<Value> from;
     for (int64_t s = 0; s + 1 < S; ++s) {
       const int64_t d = s / per;
@@ -3073,7 +3097,11 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
                [&] { issue(from[d], s % per, g.ci32(s % S)); });
       commit();
     }
-  }
+  };
+  // The first copies do not depend on x: they issue before x converts,
+  // unless the ring overwrites x.
+  if (!ring.xInRegisters)
+    firstCopies();
   beforeLoop();
   // The x row of this lane's operand: token g (rows past R read R - 1);
   // its 16-byte pieces 2 t and 2 t + 1 of a step, swizzled as rowsToF16
@@ -3086,6 +3114,25 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
     xLane.push_back(i32(
         k.iadd(k.imul(xRow, k.c(2 * n)),
                k.iadd(k.imul(g.warp, k.c(per * 128)), k.imul(low, k.c(16))))));
+  }
+  // x's words of this lane for the item's steps: loaded per step, or (x
+  // in registers) once here, before the ring reuses x's memory.
+  auto xWords = [&](int64_t i) {
+    SmallVector<Value> xw;
+    for (int64_t p = 0; p < 2; ++p) {
+      Value v = LLVM::LoadOp::create(
+          k.b, k.loc, v4, byteAt(sharedT, xs, xLane[p], i * 128), 16);
+      for (int64_t e = 0; e < 4; ++e)
+        xw.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
+    }
+    return xw;
+  };
+  SmallVector<SmallVector<Value>> xHeld;
+  if (ring.xInRegisters) {
+    for (int64_t i = 0; i < per; ++i)
+      xHeld.push_back(xWords(i));
+    g.sync(); // every lane's x is in registers: the ring may overwrite it
+    firstCopies();
   }
   // Partial tiles: a lane's c0..c3.
   const int64_t kept = 4;
@@ -3120,14 +3167,7 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
       for (int64_t h = 0; h < 2; ++h)
         f.push_back(g.e4m3WordsToF16(
             LLVM::LoadOp::create(k.b, k.loc, v4, ringAt(cur, h), 16), 4));
-      SmallVector<Value> xw;
-      for (int64_t p = 0; p < 2; ++p) {
-        Value v = LLVM::LoadOp::create(
-            k.b, k.loc, v4, byteAt(sharedT, xs, xLane[p], i * 128), 16);
-        for (int64_t e = 0; e < 4; ++e)
-          xw.push_back(
-              LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
-      }
+      SmallVector<Value> xw = ring.xInRegisters ? xHeld[i] : xWords(i);
       for (int64_t m = 0; m < 4; ++m)
         acc =
             g.mma({f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1]},
@@ -3198,8 +3238,9 @@ constexpr int64_t kMmaMinFeatures = 4096;
 /// below; with bf16 weights and the kernel's scratch shared memory the
 /// weights stream in by cp.async, emitMmaStream, same sums in the same
 /// order); otherwise tiles of kRowTile rows as for R = 1. Per-tensor FP8
-/// weights with bf16 x take f16 tensor-core operands at 2-16 rows: at 2-4
-/// rows with their weights streamed (ringRowsF16), else ctaRowsDots8F16.
+/// weights with bf16 x take f16 tensor-core operands at 2-16 rows: at 2-8
+/// rows with their weights streamed where a ring fits (ringRowsF16), else
+/// ctaRowsDots8F16.
 void rowsDot(GK &g, const RowsDotArgs &args) {
   KB &k = g.k;
   Value x = args.x, idx = args.idx, out = args.out, R = args.R;
@@ -3611,16 +3652,16 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
       rowsDotStream && g.scratch && !args.wPacked.packed &&
       (inner / 32) % kStreamChunks == 0 &&
       g.warps * kStreamStages * streamStageBytes <= g.scratchBytes;
-  // At 2 and at 3-4 rows (as the scratch fits a ring of at least
-  // kRingMinStages) the f16 rows with the weights streamed (ringRowsF16):
-  // on the H200 (docs/perf.md, thirteenth session) M3's fused FP8
-  // projections ran 8.5-11 % and its linears 4.5-7 % faster than with
-  // ctaRowsDots8F16. At one row the FP32 products (emitTiles) ran as fast
-  // as the ring for the dense layer's projection and faster for the
-  // rest.
+  // At 2, 3-4 and 5-8 rows (where a ring of at least kRingMinStages
+  // fits) the f16 rows with the weights streamed (ringRowsF16): on the
+  // H200 (docs/perf.md, thirteenth session) M3's fused FP8 projections
+  // ran 8.5-11 % faster at 2-4 rows and 4-5 % at 5-8, its linears 4.5-7 %
+  // and 1 %, than with ctaRowsDots8F16. At one row the FP32 products
+  // (emitTiles) ran as fast as the ring for the dense layer's projection
+  // and faster for the rest.
   SmallVector<RingRowsF16> rings;
   if (f16Ring && ctaF16 && !logits && nOut % 16 == 0 && rowsToF16Fits(g, inner))
-    for (int64_t rows : {2, 4})
+    for (int64_t rows : {2, 4, 8})
       if (RingRowsF16 ring = ringRowsFit(g, inner, rows); ring.stages)
         rings.push_back(ring);
   Value ringTiles =
