@@ -2998,7 +2998,7 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// the scratch `xs` (shared address space); the weights: a
 /// packedF16Format matrix located by wRow (16 consecutive features share
 /// one matrix). `beforeLoop` (rowsToF16) runs after the first copies are
-/// issued: they do not depend on x.
+/// issued, as they do not depend on x (before them with x in registers).
 ///
 /// One CTA item per 16 features, the n channels split over the warps (n a
 /// multiple of 64 W): warp w takes the 64-channel steps [w n / (64 W),
@@ -3011,7 +3011,7 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// f16 mma.sync m16n8k16 (channel 16 t + 4 m + {0, 1} is k = 2 t, 2 t + 1
 /// of the step's mma m, + {2, 3} is k = 2 t + 8, 2 t + 9), x the B operand
 /// the same way (row g as column g, rows past R reading row R - 1): a
-/// weight byte costs half a conversion and 1/64 of an mma. An item's
+/// weight byte costs half a conversion and 1/256 of an mma. An item's
 /// partial tiles meet in `tiles` (2 x W x 32 x 4 FP32, the half of the
 /// item's parity); every warp adds an equal share of them in warp order
 /// and stores it. With ring.xInRegisters (rows of x that fill the
