@@ -741,7 +741,7 @@ void threadLoop(GK &g, Value count, const std::function<void(Value)> &body) {
 //===----------------------------------------------------------------------===//
 
 /// True for the cache formats whose rows the tensor-core kernels decode to
-/// f16 or bf16 operands (cacheOperandWords): FP8 E4M3 and NVFP4.
+/// f16 or bf16 operands (decodeCacheRowRaw): FP8 E4M3 and NVFP4.
 bool isDecodedCache(msa::PagedCacheType type) {
   return isa<Float8E4M3FNType>(type.getElementType()) || isNVFP4Cache(type);
 }
@@ -776,7 +776,7 @@ bool indexF16Operands(GK &g, msa::PagedCacheType type) {
 }
 
 /// True when a lane's slices of `n` channels of a `type` cache row (at
-/// multiples of n, as the tensor-core kernels read them; cacheOperandWords)
+/// multiples of n, as the tensor-core kernels read them; cacheRowRaw)
 /// never straddle an NVFP4 scale block of 16 values: n divides 16 or 16
 /// divides n. Always true for other formats. (Heads of 96 channels split
 /// over 4 lanes give 24-channel slices: those kernels cannot read such an
@@ -784,6 +784,9 @@ bool indexF16Operands(GK &g, msa::PagedCacheType type) {
 bool cacheSlicesFit(msa::PagedCacheType type, int64_t n) {
   return !isNVFP4Cache(type) || n % 16 == 0 || (n > 0 && 16 % n == 0);
 }
+
+/// The 32-bit words of nvfp4Table's tables (256 rows of 4).
+constexpr int64_t kNvfp4TableWords = 1024;
 
 /// The NVFP4 decode table of the kernel (nvfp4F16Table with `f16`
 /// operands, else nvfp4BF16Table) when `type` is an NVFP4 cache that the
@@ -1045,50 +1048,16 @@ nvfp4CodesToOperands(GK &g, ArrayRef<Value> codes, int64_t n, Value table,
   return out;
 }
 
-/// Channels [c0, c0 + n) of the FP8 or NVFP4 cache row `row` (n a multiple
-/// of 4, c0 a multiple of n; channel c0 + 2i in the low half of word i) as
-/// n / 2 words of f16 pairs (with `f16`) or bf16 pairs, exactly as the host
-/// reads them (FP8: decodeE4M3; NVFP4: nvfp4ToFP8Value; every E4M3 value
-/// is exact in both). 16-byte loads where n allows. `table` is nvfp4Table's
-/// for NVFP4 rows (null with g.e2m1).
-SmallVector<Value> cacheOperandWords(GK &g, const CacheRow &row, Value c0,
-                                     int64_t n, Value table, bool f16) {
-  KB &k = g.k;
-  SmallVector<Value> out;
-  if (!isNVFP4Cache(row.type)) {
-    // 4 E4M3 bytes per loaded word.
-    SmallVector<Value> w = g.loadWords(
-        row.cache, k.idiv(k.iadd(row.data, c0), k.c(4)), n / 4, n % 16 == 0);
-    for (Value x : w) {
-      out.push_back(e4m3PairToOperand(g, x, f16));
-      out.push_back(e4m3PairToOperand(
-          g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)), f16));
-    }
-    return out;
-  }
-  // Codes: 8 per loaded word (4 per 16-bit half), or one 16-bit load when
-  // n = 4.
-  Value codeByte = k.iadd(row.data, k.idiv(c0, k.c(2)));
-  SmallVector<Value> codes;
-  if (n % 8 == 0)
-    codes =
-        g.loadWords(row.cache, k.idiv(codeByte, k.c(4)), n / 8, n % 32 == 0);
-  else
-    codes.push_back(arith::ExtUIOp::create(
-        k.b, k.loc, k.i32, g.loadI16(row.cache, k.idiv(codeByte, k.c(2)))));
-  Type i8 = k.b.getI8Type();
-  return nvfp4CodesToOperands(g, codes, n, table, f16, [&](int64_t j) -> Value {
-    Value block = k.iadd(k.idiv(c0, k.c(16)), k.c(j));
-    return arith::ExtUIOp::create(
-        k.b, k.loc, k.i32,
-        LLVM::LoadOp::create(k.b, k.loc, i8,
-                             k.gep(row.cache, k.iadd(row.scales, block), i8)));
-  });
-}
-
 //===----------------------------------------------------------------------===//
 // Indexer: block scores
 //===----------------------------------------------------------------------===//
+
+SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
+                               Value phys, Value kvHead, Value key, Value c0,
+                               int64_t n);
+SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
+                                     ArrayRef<Value> raw, int64_t n,
+                                     Value table, bool f16);
 
 /// The operands and shapes of msa.index_score as both indexer kernels read
 /// them: queries [T, G, dI], the paged index-key cache, block table, seq
@@ -1109,48 +1078,61 @@ struct IndexScoreArgs {
   Value T, MB, partial;
 };
 
+/// out[g, t, blk] = -inf for every index head g (a block past the token's
+/// position).
+void indexScorePastBlock(GK &g, const IndexScoreArgs &a, Value negInf, Value t,
+                         Value blk) {
+  KB &k = g.k;
+  for (int64_t gg = 0; gg < a.groups; ++gg)
+    k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
+      k.storeF(a.out,
+               k.iadd(k.imul(k.iadd(k.imul(k.c(gg), a.T), t), a.MB), blk),
+               negInf, k.f32);
+    });
+}
+
+/// After each warp has left its per-group maxima in partial[warp * G + g]:
+/// out[g, t, blk] = their maximum (a NaN never wins), between two CTA
+/// barriers.
+void indexScoreStoreMaxima(GK &g, const IndexScoreArgs &a, Value negInf,
+                           Value t, Value blk) {
+  KB &k = g.k;
+  g.sync();
+  k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(a.groups)), [&] {
+    Value r = negInf;
+    for (int64_t wi = 0; wi < g.warps; ++wi) {
+      Value v = k.loadF(a.partial, k.iadd(k.c(wi * a.groups), g.tid), k.f32);
+      r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
+    }
+    k.storeF(a.out, k.iadd(k.imul(k.iadd(k.imul(g.tid, a.T), t), a.MB), blk), r,
+             k.f32);
+  });
+  g.sync();
+}
+
 /// The frame both indexer kernels share, for CTA work items (t, b): a block
-/// past the token's position gets -inf for every group; otherwise
-/// `warpMaxima(t, p, seq, b)` leaves each warp's per-group maxima in
-/// partial[warp * G + g] and the CTA writes their maximum (a NaN never
-/// wins) to out[g, t, b].
+/// past the token's position gets -inf for every group
+/// (indexScorePastBlock); otherwise `warpMaxima(t, p, seq, b)` leaves each
+/// warp's per-group maxima in partial[warp * G + g] and the CTA writes
+/// their maximum to out[g, t, b] (indexScoreStoreMaxima).
 void indexScoreFrame(
     GK &g, const IndexScoreArgs &a, Value negInf,
     const std::function<void(Value, Value, Value, Value)> &warpMaxima) {
   KB &k = g.k;
-  Value out = a.out, pos = a.pos, seqs = a.seqs, partial = a.partial, T = a.T,
-        MB = a.MB;
-  const int64_t page = a.page, groups = a.groups;
-  g.ctaLoop(k.imul(T, MB), [&](Value w) {
-    Value t = k.idiv(w, MB), blk = k.irem(w, MB);
-    Value p = k.loadIndex(pos, t);
-    Value seq = k.loadIndex(seqs, t);
-    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
+  g.ctaLoop(k.imul(a.T, a.MB), [&](Value w) {
+    Value t = k.idiv(w, a.MB), blk = k.irem(w, a.MB);
+    Value p = k.loadIndex(a.pos, t);
+    Value seq = k.loadIndex(a.seqs, t);
+    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(a.page)));
     g.ifElse(
         past, {},
         [&]() -> SmallVector<Value> {
-          for (int64_t gg = 0; gg < groups; ++gg)
-            k.ifThen(g.eq(g.tid, k.c(gg)), [&] {
-              k.storeF(out,
-                       k.iadd(k.imul(k.iadd(k.imul(k.c(gg), T), t), MB), blk),
-                       negInf, k.f32);
-            });
+          indexScorePastBlock(g, a, negInf, t, blk);
           return {};
         },
         [&]() -> SmallVector<Value> {
           warpMaxima(t, p, seq, blk);
-          g.sync();
-          k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(groups)), [&] {
-            Value r = negInf;
-            for (int64_t wi = 0; wi < g.warps; ++wi) {
-              Value v =
-                  k.loadF(partial, k.iadd(k.c(wi * groups), g.tid), k.f32);
-              r = k.select(k.fcmp(CmpF::OGT, v, r), v, r);
-            }
-            k.storeF(out, k.iadd(k.imul(k.iadd(k.imul(g.tid, T), t), MB), blk),
-                     r, k.f32);
-          });
-          g.sync();
+          indexScoreStoreMaxima(g, a, negInf, t, blk);
           return {};
         });
   });
@@ -1235,7 +1217,7 @@ void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
 }
 
 /// The tensor-core indexer: index queries bf16, index keys bf16, FP8 or
-/// NVFP4 (decoded to f16 operands, cacheOperandWords), dI a multiple of 32,
+/// NVFP4 (decoded to f16 operands, decodeCacheRowRaw), dI a multiple of 32,
 /// at most 8 index heads.
 bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
   msa::PagedCacheType type = op.getIndexCache().getType();
@@ -1256,8 +1238,32 @@ bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
 /// reads dI/8 consecutive 32-bit words of a key (16-byte loads, all issued
 /// before the first mma); Q uses the same assignment, which leaves the dot
 /// products unchanged.
+static llvm::cl::opt<int> indexCtasPerSM(
+    "gpu-index-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("CTAs per multiprocessor that the tensor-core indexer "
+                   "launches and keeps resident, registers capped to fit "
+                   "(0: kFP8IndexCtasPerSM for FP8 keys, else kGpuCtasPerSM; "
+                   "tuning)"));
+
+/// CTAs per multiprocessor of the tensor-core indexer's grid for FP8 keys
+/// (registers capped at 96 per thread, which the kernel needs anyway):
+/// each CTA holds one (token, block) item at a time and the items'
+/// load-decode-mma chains are latency-bound, so more resident CTAs keep
+/// more blocks in flight. On the H200 at 128K (docs/perf.md, fourteenth
+/// session) FP8 keys took 47 us at batch 8 with 5 against 58 with 4 (6
+/// and 8 spill: 54.5 and 53.4). The other formats keep kGpuCtasPerSM:
+/// bf16 keys ran slower with 5 (72.8 against 68.7 us at batch 8, 17.0
+/// against 14.9 at batch 1), NVFP4 keys (108 registers, capped to 96)
+/// 54.0 against 55.6 at batch 8 but 13.0 against 12.6 at batch 1.
+constexpr int64_t kFP8IndexCtasPerSM = 5;
+
 void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
+  if (indexCtasPerSM > 0)
+    g.declareLaunch(g.threads, 0, indexCtasPerSM);
+  else if (isa<Float8E4M3FNType>(op.getIndexCache().getType().getElementType()))
+    g.declareLaunch(g.threads, 0, kFP8IndexCtasPerSM);
   const IndexScoreArgs a(g, op);
   Value q = a.q, cache = a.cache, table = a.table;
   msa::PagedCacheType type = a.type;
@@ -1269,7 +1275,33 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
   const bool f16 = indexF16Operands(g, type);
+  // The NVFP4 decode table, copied into shared memory by cp.async when the
+  // CTA starts; each work item waits for the copy after issuing its key
+  // loads (a CTA barrier), so the copy overlaps the first item's loads. A
+  // lookup then reads shared memory instead of global memory: on the H200
+  // the indexer at batch 8 and 128K took 57 us instead of 63.5 (FP8 keys
+  // 58; docs/perf.md, fourteenth session).
   Value decodeTable = nvfp4Table(g, type, f16);
+  if (decodeTable) {
+    MLIRContext *ctx = k.b.getContext();
+    auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+    auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+    Value global =
+        LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, decodeTable);
+    Value smem = g.sharedSpace(k.i32, kNvfp4TableWords, 16);
+    g.strided(g.tid, k.c(kNvfp4TableWords / 4), [&](Value r) {
+      Value byte = k.toI64(k.imul(r, k.c(16)));
+      NVVM::CpAsyncOp::create(
+          k.b, k.loc,
+          LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+                              ValueRange{byte}),
+          LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), global,
+                              ValueRange{byte}),
+          16, NVVM::LoadCacheModifierKind::CG, Value());
+    });
+    NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
+    decodeTable = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, smem);
+  }
 
   indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
     // Q words of this lane: row `row` (an index head), words
@@ -1289,17 +1321,27 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
     Value phys = pageOf(k, table, seq, blk);
     // All key words first.
     SmallVector<SmallVector<Value>> kw(tiles);
-    for (int64_t j = 0; j < tiles; ++j) {
+    if (isDecodedCache(type)) {
+      // Channels [quad dI/4, (quad + 1) dI/4), loaded for every tile, then
+      // (after the decode table's copy has landed, for NVFP4) decoded to
+      // f16 pairs (indexF16Operands) or bf16 pairs.
+      for (int64_t j = 0; j < tiles; ++j) {
+        Value slot = k.iadd(
+            k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
+        kw[j] = cacheRowRaw(g, type, cache, phys, k.c(0), slot,
+                            k.imul(quad, k.c(2 * words)), 2 * words);
+      }
+      if (decodeTable) {
+        NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+        g.sync();
+      }
+      for (int64_t j = 0; j < tiles; ++j)
+        kw[j] = decodeCacheRowRaw(g, type, kw[j], 2 * words, decodeTable, f16);
+    }
+    for (int64_t j = 0; j < tiles && !isDecodedCache(type); ++j) {
+      // bf16 keys: the lane's words as loaded.
       Value slot = k.iadd(
           k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
-      if (isDecodedCache(type)) {
-        // Channels [quad dI/4, (quad + 1) dI/4), decoded to f16 pairs
-        // (indexF16Operands) or bf16 pairs.
-        kw[j] = cacheOperandWords(
-            g, cacheRow(k, cache, type, phys, k.c(0), slot),
-            k.imul(quad, k.c(2 * words)), 2 * words, decodeTable, f16);
-        continue;
-      }
       Value base =
           k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
                  k.imul(quad, k.c(words)));
@@ -1337,6 +1379,9 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
       k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m, k.f32);
     });
   });
+  // A CTA whose every block lay past its token's position never waited.
+  if (decodeTable)
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1901,15 +1946,15 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
 }
 
 /// The n / 2 words of cacheRowRaw's `raw`: bf16 pairs as loaded for bf16
-/// rows; for FP8 and NVFP4 rows f16 pairs (f16Operands) or bf16 pairs,
-/// exactly as cacheOperandWords decodes them (FP8: e4m3PairToOperand;
-/// NVFP4: nvfp4CodesToOperands with the rows of `table`, nvfp4Table's words
-/// of the same operand type, here in shared memory, or with g.e2m1 the
-/// hardware conversions).
+/// rows; for FP8 and NVFP4 rows f16 pairs (`f16`) or bf16 pairs, exactly
+/// as the host reads them (FP8: decodeE4M3, by e4m3PairToOperand; NVFP4:
+/// nvfp4ToFP8Value, by nvfp4CodesToOperands with the rows of `table`,
+/// nvfp4Table's words of the same operand type in shared memory, or with
+/// g.e2m1 the hardware conversions; every E4M3 value is exact in f16 and
+/// bf16).
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
-                                     Value table) {
-  const bool f16 = f16Operands(type);
+                                     Value table, bool f16) {
   KB &k = g.k;
   if (!isDecodedCache(type))
     return SmallVector<Value>(raw.begin(), raw.end());
@@ -2014,11 +2059,12 @@ SmallVector<Value> attentionGroupFromRaw(
   words.kF16 = f16Operands(type);
   words.vF16 = f16Operands(vtype);
   for (int64_t nt = 0; nt < 2; ++nt)
-    words.kw.push_back(
-        decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4, table));
+    words.kw.push_back(decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4,
+                                         table, words.kF16));
   for (int64_t i = 0; i < 4; ++i)
-    words.vw.push_back(decodeCacheRowRaw(
-        g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn), d / 8, table));
+    words.vw.push_back(
+        decodeCacheRowRaw(g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn),
+                          d / 8, table, words.vF16));
   return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
                             st);
 }
@@ -2231,9 +2277,9 @@ void attentionKernel(GK &g, Operation *op) {
     Value global = isNVFP4Cache(type)
                        ? nvfp4Table(g, type, f16Operands(type))
                        : nvfp4Table(g, vtype, f16Operands(vtype));
-    decodeTable = g.shared(k.i32, 1024);
+    decodeTable = g.shared(k.i32, kNvfp4TableWords);
     auto vec = VectorType::get({4}, k.i32);
-    g.strided(g.tid, k.c(256), [&](Value r) {
+    g.strided(g.tid, k.c(kNvfp4TableWords / 4), [&](Value r) {
       Value at = k.imul(r, k.c(4));
       Value v =
           LLVM::LoadOp::create(k.b, k.loc, vec, k.gep(global, at, k.i32), 16);
