@@ -1243,27 +1243,32 @@ static llvm::cl::opt<int> indexCtasPerSM(
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
     llvm::cl::desc("CTAs per multiprocessor that the tensor-core indexer "
                    "launches and keeps resident, registers capped to fit "
-                   "(0: kFP8IndexCtasPerSM for FP8 keys, else kGpuCtasPerSM; "
-                   "tuning)"));
+                   "(0: indexCtasPerSM's choice; tuning)"));
 
-/// CTAs per multiprocessor of the tensor-core indexer's grid for FP8 keys
-/// (registers capped at 96 per thread, which the kernel needs anyway):
-/// each CTA holds one (token, block) item at a time and the items'
-/// load-decode-mma chains are latency-bound, so more resident CTAs keep
-/// more blocks in flight. On the H200 at 128K (docs/perf.md, fourteenth
-/// session) FP8 keys took 47 us at batch 8 with 5 against 58 with 4 (6
-/// and 8 spill: 54.5 and 53.4). The other formats keep kGpuCtasPerSM:
-/// bf16 keys ran slower with 5 (72.8 against 68.7 us at batch 8, 17.0
-/// against 14.9 at batch 1), NVFP4 keys (108 registers, capped to 96)
-/// 54.0 against 55.6 at batch 8 but 13.0 against 12.6 at batch 1.
-constexpr int64_t kFP8IndexCtasPerSM = 5;
+/// CTAs per multiprocessor of the tensor-core indexer's grid, declared
+/// with the kernel (declareLaunch: ptxas then knows the block size and
+/// caps the registers so that they stay resident). Each CTA holds one
+/// (token, block) item at a time and the items' load-decode-mma chains are
+/// latency-bound, so more resident CTAs keep more blocks in flight. On the
+/// H200 at 128K (docs/perf.md, fourteenth session; us at batch 8 / 1):
+///   - FP8 keys take 5 (96 registers, which the kernel needs anyway):
+///     46.8-47.3 / 12.4-12.5, against 49.2-49.5 / 12.1-12.3 with 4
+///     declared and 57.6-58.1 / 12.7 with the undeclared grid of 4; 6 and
+///     8 spill (53.4-54.7);
+///   - bf16 keys take kGpuCtasPerSM: 67.5-68.1 / 14.6-14.8, against
+///     84.0-84.2 / 15.9-16.0 undeclared and 72.4-73.2 / 16.9-17.0 with 5;
+///   - NVFP4 keys take kGpuCtasPerSM (108 registers): 55.2-55.7 /
+///     12.6-12.8, as undeclared; with 5 (capped to 96) 54.0 / 13.0.
+int64_t indexCtasPerSMFor(msa::PagedCacheType type) {
+  if (indexCtasPerSM > 0)
+    return indexCtasPerSM;
+  return isa<Float8E4M3FNType>(type.getElementType()) ? 5 : kGpuCtasPerSM;
+}
 
 void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
-  if (indexCtasPerSM > 0)
-    g.declareLaunch(g.threads, 0, indexCtasPerSM);
-  else if (isa<Float8E4M3FNType>(op.getIndexCache().getType().getElementType()))
-    g.declareLaunch(g.threads, 0, kFP8IndexCtasPerSM);
+  g.declareLaunch(g.threads, 0,
+                  indexCtasPerSMFor(op.getIndexCache().getType()));
   const IndexScoreArgs a(g, op);
   Value q = a.q, cache = a.cache, table = a.table;
   msa::PagedCacheType type = a.type;
