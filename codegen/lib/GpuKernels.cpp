@@ -1231,13 +1231,6 @@ bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
          type.getPageSize() % ((threads / kWarp) * 8) == 0;
 }
 
-/// out[g, t, b] as indexScoreKernel, with S = Q K^T on tensor cores: one
-/// CTA per (t, b); each warp takes 8-key tiles of the block. The index
-/// heads are the rows of the A tile (rows past G are zero). The dI
-/// channels are assigned to the k positions of the mma so that each lane
-/// reads dI/8 consecutive 32-bit words of a key (16-byte loads, all issued
-/// before the first mma); Q uses the same assignment, which leaves the dot
-/// products unchanged.
 static llvm::cl::opt<int> indexCtasPerSM(
     "gpu-index-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -1265,6 +1258,13 @@ int64_t indexCtasPerSMFor(msa::PagedCacheType type) {
   return isa<Float8E4M3FNType>(type.getElementType()) ? 5 : kGpuCtasPerSM;
 }
 
+/// out[g, t, b] as indexScoreKernel, with S = Q K^T on tensor cores: one
+/// CTA per (t, b); each warp takes 8-key tiles of the block. The index
+/// heads are the rows of the A tile (rows past G are zero). The dI
+/// channels are assigned to the k positions of the mma so that each lane
+/// reads dI/8 consecutive 32-bit words of a key (16-byte loads, all issued
+/// before the first mma); Q uses the same assignment, which leaves the dot
+/// products unchanged.
 void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
   g.declareLaunch(g.threads, 0,
@@ -1284,8 +1284,9 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   // CTA starts; each work item waits for the copy after issuing its key
   // loads (a CTA barrier), so the copy overlaps the first item's loads. A
   // lookup then reads shared memory instead of global memory: on the H200
-  // the indexer at batch 8 and 128K took 57 us instead of 63.5 (FP8 keys
-  // 58; docs/perf.md, fourteenth session).
+  // at 128K the indexer took 55.2-55.3 us instead of 62.6-62.9 at batch 8
+  // and 12.6-12.7 instead of 13.5-13.7 at batch 1 (docs/perf.md,
+  // fourteenth session).
   Value decodeTable = nvfp4Table(g, type, f16);
   if (decodeTable) {
     MLIRContext *ctx = k.b.getContext();
