@@ -1112,30 +1112,58 @@ void indexScoreStoreMaxima(GK &g, const IndexScoreArgs &a, Value negInf,
 
 /// The frame both indexer kernels share, for CTA work items (t, b): a block
 /// past the token's position gets -inf for every group
-/// (indexScorePastBlock); otherwise `warpMaxima(t, p, seq, b)` leaves each
-/// warp's per-group maxima in partial[warp * G + g] and the CTA writes
-/// their maximum to out[g, t, b] (indexScoreStoreMaxima).
+/// (indexScorePastBlock); otherwise `warpMaxima(t, p, seq, b, carried)`
+/// leaves each warp's per-group maxima in partial[warp * G + g] and the CTA
+/// writes their maximum to out[g, t, b] (indexScoreStoreMaxima). `carried`
+/// are values the items pass on, from `init`: warpMaxima returns the next
+/// item's (a past block passes them on unchanged).
+void indexScoreFrame(GK &g, const IndexScoreArgs &a, Value negInf,
+                     ValueRange init,
+                     const std::function<SmallVector<Value>(
+                         Value, Value, Value, Value, ValueRange)> &warpMaxima) {
+  KB &k = g.k;
+  auto loop = scf::ForOp::create(k.b, k.loc, g.ctaId, k.imul(a.T, a.MB),
+                                 g.numCtas, init);
+  OpBuilder::InsertionGuard guard(k.b);
+  // A loop without carried values comes with its terminator.
+  Block *body = loop.getBody();
+  const bool terminated = init.empty();
+  if (terminated)
+    k.b.setInsertionPoint(body->getTerminator());
+  else
+    k.b.setInsertionPointToEnd(body);
+  Value w = loop.getInductionVar();
+  SmallVector<Value> carried(loop.getRegionIterArgs());
+  Value t = k.idiv(w, a.MB), blk = k.irem(w, a.MB);
+  Value p = k.loadIndex(a.pos, t);
+  Value seq = k.loadIndex(a.seqs, t);
+  Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(a.page)));
+  SmallVector<Type> types(init.getTypes());
+  SmallVector<Value> next = g.ifElse(
+      past, types,
+      [&]() -> SmallVector<Value> {
+        indexScorePastBlock(g, a, negInf, t, blk);
+        return carried;
+      },
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> out = warpMaxima(t, p, seq, blk, carried);
+        indexScoreStoreMaxima(g, a, negInf, t, blk);
+        return out;
+      });
+  if (!terminated)
+    scf::YieldOp::create(k.b, k.loc, next);
+}
+
+/// indexScoreFrame with nothing carried.
 void indexScoreFrame(
     GK &g, const IndexScoreArgs &a, Value negInf,
     const std::function<void(Value, Value, Value, Value)> &warpMaxima) {
-  KB &k = g.k;
-  g.ctaLoop(k.imul(a.T, a.MB), [&](Value w) {
-    Value t = k.idiv(w, a.MB), blk = k.irem(w, a.MB);
-    Value p = k.loadIndex(a.pos, t);
-    Value seq = k.loadIndex(a.seqs, t);
-    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(a.page)));
-    g.ifElse(
-        past, {},
-        [&]() -> SmallVector<Value> {
-          indexScorePastBlock(g, a, negInf, t, blk);
-          return {};
-        },
-        [&]() -> SmallVector<Value> {
-          warpMaxima(t, p, seq, blk);
-          indexScoreStoreMaxima(g, a, negInf, t, blk);
-          return {};
-        });
-  });
+  indexScoreFrame(g, a, negInf, {},
+                  [&](Value t, Value p, Value seq, Value blk,
+                      ValueRange) -> SmallVector<Value> {
+                    warpMaxima(t, p, seq, blk);
+                    return {};
+                  });
 }
 
 /// Index-key lanes: dI / 8 lanes share one key, each holding 8 channels.
@@ -1309,82 +1337,124 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
     decodeTable = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, smem);
   }
 
-  indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
-    // Q words of this lane: row `row` (an index head), words
-    // quad * words + i.
-    Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
+  Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
+  // Q words of this lane for token t: row `row` (an index head; zero past
+  // the G heads), words quad * words + i (f16 pairs with f16 keys,
+  // queryWordsToF16), then the score scale.
+  auto loadQueries = [&](Value t) -> SmallVector<Value> {
     Value qRow = k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
     Value qBase = k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
     SmallVector<Value> qw;
     for (int64_t i = 0; i < words; ++i)
       qw.push_back(
           k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))), g.ci32(0)));
-    // f16 queries with f16 keys (queryWordsToF16).
     Value scaleV = k.cf(scale);
     if (f16)
       scaleV = k.mul(scaleV, queryWordsToF16(g, qw));
-    Value zero = g.ci32(0);
-    Value phys = pageOf(k, table, seq, blk);
-    // All key words first.
-    SmallVector<SmallVector<Value>> kw(tiles);
-    if (isDecodedCache(type)) {
-      // Channels [quad dI/4, (quad + 1) dI/4), loaded for every tile, then
-      // (after the decode table's copy has landed, for NVFP4) decoded to
-      // f16 pairs (indexF16Operands) or bf16 pairs.
-      for (int64_t j = 0; j < tiles; ++j) {
-        Value slot = k.iadd(
-            k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
-        kw[j] = cacheRowRaw(g, type, cache, phys, k.c(0), slot,
-                            k.imul(quad, k.c(2 * words)), 2 * words);
-      }
-      if (decodeTable) {
-        NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
-        g.sync();
-      }
-      for (int64_t j = 0; j < tiles; ++j)
-        kw[j] = decodeCacheRowRaw(g, type, kw[j], 2 * words, decodeTable, f16);
-    }
-    for (int64_t j = 0; j < tiles && !isDecodedCache(type); ++j) {
-      // bf16 keys: the lane's words as loaded.
-      Value slot = k.iadd(
-          k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
-      Value base =
-          k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
-                 k.imul(quad, k.c(words)));
-      for (int64_t v = 0; v < words / 4; ++v) {
-        Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
-        Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
-        for (int64_t e = 0; e < 4; ++e)
-          kw[j].push_back(
-              LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
-      }
-    }
-    Value m = negInf;
-    for (int64_t j = 0; j < tiles; ++j) {
-      SmallVector<Value> c(4, k.cf(0));
-      for (int64_t ks = 0; ks < d / 16; ++ks)
-        c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
-                  {kw[j][2 * ks], kw[j][2 * ks + 1]}, c, f16);
-      for (int64_t e = 0; e < 2; ++e) {
-        Value slot =
-            k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
-                   k.iadd(k.imul(quad, k.c(2)), k.c(e)));
-        Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
-        Value sc = k.mul(c[e], scaleV);
-        // A NaN score never wins the max-pool.
-        Value better =
-            g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
-        m = k.select(better, sc, m);
-      }
-    }
-    for (int64_t off : {1, 2}) {
-      Value o = g.shflXor(m, off);
-      m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
-    }
-    k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
-      k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m, k.f32);
-    });
-  });
+    qw.push_back(scaleV);
+    return qw;
+  };
+  // With FP8 and NVFP4 keys the items carry their token (-1 before the
+  // first) and loadQueries' values for it, so that a CTA's consecutive
+  // blocks of one token load (and with f16 keys convert) the queries once.
+  // On the H200 at 128K (docs/perf.md, fourteenth session) the indexer
+  // took 44.6-44.9 against 47.2-47.6 us at batch 8 with FP8 keys (12.0-12.2
+  // against 12.7 at batch 1) and 52.6-52.9 against 55.6 with NVFP4 keys;
+  // bf16 keys ran slower that way (72.2-72.4 against 67.6-68.1) and load
+  // their queries per item.
+  const bool carry = isDecodedCache(type);
+  SmallVector<Value> init;
+  if (carry) {
+    init.push_back(k.c(-1));
+    init.append(words, g.ci32(0));
+    init.push_back(k.cf(0));
+  }
+  indexScoreFrame(
+      g, a, negInf, init,
+      [&](Value t, Value p, Value seq, Value blk, ValueRange carried) {
+        SmallVector<Type> qTypes(words, k.i32);
+        qTypes.push_back(k.f32);
+        SmallVector<Value> held =
+            carry ? g.ifElse(
+                        k.icmp(CmpI::ne, t, carried[0]), qTypes,
+                        [&]() { return loadQueries(t); },
+                        [&]() -> SmallVector<Value> {
+                          return SmallVector<Value>(carried.drop_front());
+                        })
+                  : loadQueries(t);
+        SmallVector<Value> qw(held.begin(), held.begin() + words);
+        Value scaleV = held.back();
+        Value zero = g.ci32(0);
+        Value phys = pageOf(k, table, seq, blk);
+        // All key words first.
+        SmallVector<SmallVector<Value>> kw(tiles);
+        if (isDecodedCache(type)) {
+          // Channels [quad dI/4, (quad + 1) dI/4), loaded for every tile, then
+          // (after the decode table's copy has landed, for NVFP4) decoded to
+          // f16 pairs (indexF16Operands) or bf16 pairs.
+          for (int64_t j = 0; j < tiles; ++j) {
+            Value slot = k.iadd(
+                k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
+                row);
+            kw[j] = cacheRowRaw(g, type, cache, phys, k.c(0), slot,
+                                k.imul(quad, k.c(2 * words)), 2 * words);
+          }
+          if (decodeTable) {
+            NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+            g.sync();
+          }
+          for (int64_t j = 0; j < tiles; ++j)
+            kw[j] =
+                decodeCacheRowRaw(g, type, kw[j], 2 * words, decodeTable, f16);
+        }
+        for (int64_t j = 0; j < tiles && !isDecodedCache(type); ++j) {
+          // bf16 keys: the lane's words as loaded.
+          Value slot = k.iadd(
+              k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
+          Value base =
+              k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
+                     k.imul(quad, k.c(words)));
+          for (int64_t v = 0; v < words / 4; ++v) {
+            Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
+            Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
+            for (int64_t e = 0; e < 4; ++e)
+              kw[j].push_back(
+                  LLVM::ExtractElementOp::create(k.b, k.loc, x, g.ci32(e)));
+          }
+        }
+        Value m = negInf;
+        for (int64_t j = 0; j < tiles; ++j) {
+          SmallVector<Value> c(4, k.cf(0));
+          for (int64_t ks = 0; ks < d / 16; ++ks)
+            c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
+                      {kw[j][2 * ks], kw[j][2 * ks + 1]}, c, f16);
+          for (int64_t e = 0; e < 2; ++e) {
+            Value slot = k.iadd(
+                k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
+                k.iadd(k.imul(quad, k.c(2)), k.c(e)));
+            Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
+            Value sc = k.mul(c[e], scaleV);
+            // A NaN score never wins the max-pool.
+            Value better =
+                g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
+            m = k.select(better, sc, m);
+          }
+        }
+        for (int64_t off : {1, 2}) {
+          Value o = g.shflXor(m, off);
+          m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
+        }
+        k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
+          k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m,
+                   k.f32);
+        });
+        SmallVector<Value> next;
+        if (carry) {
+          next.push_back(t);
+          llvm::append_range(next, held);
+        }
+        return next;
+      });
   // A CTA whose every block lay past its token's position never waited.
   if (decodeTable)
     NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
