@@ -6,7 +6,7 @@ DIR`, see unittests/Codegen/GpuConformance.cpp) holds generated kernels
 `void NAME(ptr buffers, ptr scalars)` in DIR/kernels.cubin and, per kernel
 in DIR/cases.json, its scalars and buffers: input files, and outputs with
 the file of their expected bytes (from msac/Numerics/LowPrecision.h) and a
-comparison: "bytes" (identical), "f32" / "bf16" / "f16" (identical bits, or any NaN
+comparison: "bytes" (identical), "e4m3" / "f32" / "bf16" / "f16" (identical bits, or any NaN
 where the expected value is NaN). Each kernel runs as one thread (grid 1,
 block 1) through the CUDA driver API (cuModuleLoadData, cuLaunchKernel);
 PyTorch only allocates and copies the buffers.
@@ -35,6 +35,12 @@ def mismatches(got, want, compare):
         g = torch.frombuffer(bytearray(got), dtype=torch.uint8)
         w = torch.frombuffer(bytearray(want), dtype=torch.uint8)
         return (g != w).nonzero().flatten().tolist()
+    if compare == "e4m3":
+        # E4M3FN bytes; NaN (0x7F / 0xFF) matches NaN of either sign.
+        g = torch.frombuffer(bytearray(got), dtype=torch.uint8).to(torch.int32)
+        w = torch.frombuffer(bytearray(want), dtype=torch.uint8).to(torch.int32)
+        nan = lambda x: (x & 0x7F) == 0x7F
+        return ((g != w) & ~(nan(g) & nan(w))).nonzero().flatten().tolist()
     if compare == "f32":
         g = torch.frombuffer(bytearray(got), dtype=torch.int32)
         w = torch.frombuffer(bytearray(want), dtype=torch.int32)
@@ -103,7 +109,7 @@ def main():
                 sys.exit(f"gpu_conformance: the '{b['compare']}' comparison "
                          "misses a flipped bit")
             bad = mismatches(got, want, b["compare"])
-            width = {"bytes": 1, "f32": 4, "bf16": 2, "f16": 2}[b["compare"]]
+            width = {"bytes": 1, "e4m3": 1, "f32": 4, "bf16": 2, "f16": 2}[b["compare"]]
             name = f"{case['kernel']} buffer {i} ({len(want) // width} values)"
             if bad:
                 status = 1

@@ -226,6 +226,10 @@ def main():
                        quantize_like_cache(vals[t].reshape(cache.shape[1], -1), dtype))
         elif op == "msa.index_score":
             q, cache, table, seqs, pos, out = (g(x) for x in b[:6])
+            if s.meta["buffers"][str(b[1])]["dtype"] in ("f8E4M3FN", "nvfp4"):
+                # FP8 / NVFP4 index keys score against E4M3 queries (the
+                # Q8KV8 / Q8KV4 indexers, spec 3.2, 5.4).
+                q = to_e4m3(q)
             for t in range(T):
                 n = int(pos[t]) + 1
                 keys = gather_seq(cache.float(), table, int(seqs[t]), n)[:, 0, :]

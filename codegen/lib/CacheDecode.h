@@ -243,6 +243,51 @@ inline std::array<Value, 4> nvfp4OctetWords(KB &k, const BytePermute &prmt,
   return out;
 }
 
+/// The words of nvfp4E4M3Table (256 rows of 2).
+constexpr int64_t kNvfp4E4M3TableWords = 512;
+
+/// Per E4M3 scale byte s (256 rows of 2 words, 8-byte aligned rows): the
+/// E4M3 bytes of the NVFP4 values of the 8 positive E2M1 codes m = 0..7
+/// with scale s, E4M3(m * s) as nvfp4ToFP8Value (code m in byte m % 4 of
+/// word m / 4). The tensor-core indexer's table, which multiplies E4M3
+/// bytes (nvfp4OctetE4M3).
+inline std::array<int32_t, kNvfp4E4M3TableWords> nvfp4E4M3Table() {
+  static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  std::array<int32_t, kNvfp4E4M3TableWords> t{};
+  for (int s = 0; s < 256; ++s) {
+    const float scale = e4m3Value(uint8_t(s));
+    uint32_t w[2] = {0, 0};
+    for (int m = 0; m < 8; ++m)
+      w[m / 4] |= uint32_t(numerics::floatToE4M3(roundToE4M3(kE2M1[m] * scale)))
+                  << (8 * (m % 4));
+    t[2 * s] = int32_t(w[0]);
+    t[2 * s + 1] = int32_t(w[1]);
+  }
+  return t;
+}
+
+/// Decodes the 8 NVFP4 codes of `codes` (i32; code i in bits 4i..4i+3)
+/// with nvfp4E4M3Table's row `row` (2 words) to 2 words of E4M3 bytes
+/// (code 4h + i in byte i of word h): per half, one byte lookup of the
+/// magnitudes and the code's sign bit XORed into bit 7 (so a negative
+/// scale byte gives the product's sign, and a NaN stays NaN, as
+/// nvfp4ToFP8Value).
+inline std::array<Value, 2> nvfp4OctetE4M3(KB &k, const BytePermute &prmt,
+                                           Value codes, ArrayRef<Value> row) {
+  Value mags = arith::AndIOp::create(k.b, k.loc, codes, k.ci(0x77777777));
+  Value sel[2] = {mags, arith::ShRUIOp::create(k.b, k.loc, mags, k.ci(16))};
+  // Byte i of sign[h] has the sign of code 4h + i in bit 7 (nvfp4Words).
+  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
+  Value sign[2] = {prmt(codes, shifted, k.ci(0x1504)),
+                   prmt(codes, shifted, k.ci(0x3726))};
+  std::array<Value, 2> out;
+  for (int h = 0; h < 2; ++h)
+    out[h] = arith::XOrIOp::create(
+        k.b, k.loc, prmt(row[0], row[1], sel[h]),
+        arith::AndIOp::create(k.b, k.loc, sign[h], k.ci(0x80808080)));
+  return out;
+}
+
 } // namespace msac::kernels
 
 #endif // MSAC_CODEGEN_LIB_CACHEDECODE_H

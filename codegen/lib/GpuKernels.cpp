@@ -764,17 +764,6 @@ bool f16Operands(msa::PagedCacheType type) {
   return isDecodedCache(type) && cacheF16Operands;
 }
 
-/// True when the tensor-core indexer decodes `type`'s rows to f16 operands
-/// (queries converted per CTA work item, one block): FP8 caches, and NVFP4
-/// ones where the hardware converts E2M1 (g.e2m1: f16 saves the widening
-/// to bf16 there). NVFP4 by table lookups gains nothing from f16 and
-/// pays the query conversion: on the H200 the indexer at batch 8 and 128K
-/// took 72.8 us with f16 against 62.6 us with bf16 (FP8: 57.8 against
-/// 64.3).
-bool indexF16Operands(GK &g, msa::PagedCacheType type) {
-  return f16Operands(type) && (!isNVFP4Cache(type) || g.e2m1);
-}
-
 /// True when a lane's slices of `n` channels of a `type` cache row (at
 /// multiples of n, as the tensor-core kernels read them; cacheRowRaw)
 /// never straddle an NVFP4 scale block of 16 values: n divides 16 or 16
@@ -957,20 +946,21 @@ Value queryWordsToF16(GK &g, MutableArrayRef<Value> words) {
       g.ci32(23)));
 }
 
-/// nvfp4CodesToOperands by the hardware conversions of targets with
-/// GpuTarget::e2m1Convert (sm_100a), no table: per block the scale byte
-/// as f16 in both halves (`cvt.rn.f16x2.e4m3x2` of the byte twice), per
-/// code byte (2 codes, the low nibble first) the E2M1 values as f16x2
-/// (`cvt.rn.f16x2.e2m1x2`), their product with the scale (`mul.rn.f16x2`),
-/// rounded to E4M3 (`cvt.rn.satfinite.e4m3x2.f16x2`) and widened to f16 as
-/// an FP8 cache's bytes are (e4m3x2ToF16, or e4m3x2ToBF16 without `f16`).
-/// Every step is exact but the
-/// rounding to E4M3, which is the spec's (CacheDecode.h says why;
+/// The E4M3 values of n NVFP4 codes by the hardware conversions of
+/// targets with GpuTarget::e2m1Convert (sm_100a), no table: per block the
+/// scale byte as f16 in both halves (`cvt.rn.f16x2.e4m3x2` of the byte
+/// twice), per code byte (2 codes, the low nibble first) the E2M1 values
+/// as f16x2 (`cvt.rn.f16x2.e2m1x2`), their product with the scale
+/// (`mul.rn.f16x2`), rounded to E4M3 (`cvt.rn.satfinite.e4m3x2.f16x2`):
+/// n / 2 vector<2xi8>, code 2i first. Every step is exact but the rounding
+/// to E4M3, which is the spec's (CacheDecode.h says why;
 /// unittests/Codegen/E2M1DecodeTest.cpp checks every code and scale byte).
-/// `codes` as nvfp4CodesToOperands's.
+/// `codes` as nvfp4CodesToOperands's; `then`, if given, maps each pair as
+/// it is made (the operands' widening).
 SmallVector<Value>
-nvfp4CodesToOperandsE2M1(GK &g, ArrayRef<Value> codes, int64_t n, bool f16,
-                         const std::function<Value(int64_t)> &scaleByte) {
+nvfp4CodesToE4M3PairsE2M1(GK &g, ArrayRef<Value> codes, int64_t n,
+                          const std::function<Value(int64_t)> &scaleByte,
+                          const std::function<Value(Value)> &then = nullptr) {
   KB &k = g.k;
   MLIRContext *ctx = k.b.getContext();
   auto i8 = k.b.getI8Type();
@@ -998,9 +988,21 @@ nvfp4CodesToOperandsE2M1(GK &g, ArrayRef<Value> codes, int64_t n, bool f16,
     Value product = arith::MulFOp::create(k.b, k.loc, pair, scale);
     Value rounded = NVVM::ConvertF16x2ToF8x2Op::create(
         k.b, k.loc, i8x2, product, /*relu=*/false, e4m3);
-    out.push_back(f16 ? e4m3x2ToF16(g, rounded) : e4m3x2ToBF16(g, rounded));
+    out.push_back(then ? then(rounded) : rounded);
   }
   return out;
+}
+
+/// nvfp4CodesToOperands by the hardware conversions of targets with
+/// GpuTarget::e2m1Convert (nvfp4CodesToE4M3PairsE2M1), each E4M3 pair
+/// widened to f16 as an FP8 cache's bytes are (e4m3x2ToF16, or
+/// e4m3x2ToBF16 without `f16`).
+SmallVector<Value>
+nvfp4CodesToOperandsE2M1(GK &g, ArrayRef<Value> codes, int64_t n, bool f16,
+                         const std::function<Value(int64_t)> &scaleByte) {
+  return nvfp4CodesToE4M3PairsE2M1(g, codes, n, scaleByte, [&](Value v) {
+    return f16 ? e4m3x2ToF16(g, v) : e4m3x2ToBF16(g, v);
+  });
 }
 
 /// The n / 2 words of f16 (with `f16`) or bf16 pairs of n NVFP4 codes:
@@ -1058,6 +1060,8 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
                                      Value table, bool f16);
+int64_t cacheRowRawWords(msa::PagedCacheType type, int64_t n);
+int64_t nvfp4RawScaleBytes(int64_t n);
 
 /// The operands and shapes of msa.index_score as both indexer kernels read
 /// them: queries [T, G, dI], the paged index-key cache, block table, seq
@@ -1110,17 +1114,20 @@ void indexScoreStoreMaxima(GK &g, const IndexScoreArgs &a, Value negInf,
   g.sync();
 }
 
-/// The frame both indexer kernels share, for CTA work items (t, b): a block
-/// past the token's position gets -inf for every group
-/// (indexScorePastBlock); otherwise `warpMaxima(t, p, seq, b, carried)`
-/// leaves each warp's per-group maxima in partial[warp * G + g] and the CTA
-/// writes their maximum to out[g, t, b] (indexScoreStoreMaxima). `carried`
-/// are values the items pass on, from `init`: warpMaxima returns the next
-/// item's (a past block passes them on unchanged).
-void indexScoreFrame(GK &g, const IndexScoreArgs &a, Value negInf,
-                     ValueRange init,
-                     const std::function<SmallVector<Value>(
-                         Value, Value, Value, Value, ValueRange)> &warpMaxima) {
+/// The frame both indexer kernels share, for CTA work items w = (t, b): a
+/// block past the token's position gets -inf for every group
+/// (indexScorePastBlock); otherwise `warpMaxima(t, p, seq, b, phys,
+/// carried)` (p = positions[t], seq = seq_ids[t], phys = the block's cache
+/// page) leaves each warp's per-group maxima in partial[warp * G + g] and
+/// the CTA writes their maximum to out[g, t, b] (indexScoreStoreMaxima).
+/// `carried` are values the items pass on, from `init`: warpMaxima returns
+/// the next item's (a past block passes them on unchanged). Loading the
+/// next item's metadata (position, sequence, page) during the current one
+/// made the indexer slower on the H200 (docs/perf.md, fifteenth session).
+void indexScoreFrame(
+    GK &g, const IndexScoreArgs &a, Value negInf, ValueRange init,
+    const std::function<SmallVector<Value>(Value, Value, Value, Value, Value,
+                                           ValueRange)> &warpMaxima) {
   KB &k = g.k;
   auto loop = scf::ForOp::create(k.b, k.loc, g.ctaId, k.imul(a.T, a.MB),
                                  g.numCtas, init);
@@ -1146,7 +1153,8 @@ void indexScoreFrame(GK &g, const IndexScoreArgs &a, Value negInf,
         return carried;
       },
       [&]() -> SmallVector<Value> {
-        SmallVector<Value> out = warpMaxima(t, p, seq, blk, carried);
+        Value phys = pageOf(k, a.table, seq, blk);
+        SmallVector<Value> out = warpMaxima(t, p, seq, blk, phys, carried);
         indexScoreStoreMaxima(g, a, negInf, t, blk);
         return out;
       });
@@ -1157,11 +1165,11 @@ void indexScoreFrame(GK &g, const IndexScoreArgs &a, Value negInf,
 /// indexScoreFrame with nothing carried.
 void indexScoreFrame(
     GK &g, const IndexScoreArgs &a, Value negInf,
-    const std::function<void(Value, Value, Value, Value)> &warpMaxima) {
+    const std::function<void(Value, Value, Value, Value, Value)> &warpMaxima) {
   indexScoreFrame(g, a, negInf, {},
-                  [&](Value t, Value p, Value seq, Value blk,
+                  [&](Value t, Value p, Value seq, Value blk, Value phys,
                       ValueRange) -> SmallVector<Value> {
-                    warpMaxima(t, p, seq, blk);
+                    warpMaxima(t, p, seq, blk, phys);
                     return {};
                   });
 }
@@ -1185,7 +1193,7 @@ bool indexScoreFits(msa::IndexScoreOp op, int64_t threads) {
 void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
   const IndexScoreArgs a(g, op);
-  Value q = a.q, cache = a.cache, table = a.table;
+  Value q = a.q, cache = a.cache;
   msa::PagedCacheType type = a.type;
   const int64_t groups = a.groups, d = a.d, page = a.page;
   const int64_t lanesPerKey = d / 8, keysPerWarp = kWarp / lanesPerKey;
@@ -1195,53 +1203,54 @@ void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
   Value part = k.irem(g.lane, k.c(lanesPerKey));
   Value negInf = k.cf(-INFINITY);
 
-  indexScoreFrame(g, a, negInf, [&](Value t, Value p, Value seq, Value blk) {
-    SmallVector<SmallVector<Value>> qv;
-    for (int64_t gg = 0; gg < groups; ++gg) {
-      Value off =
-          k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
-                 k.imul(part, k.c(8)));
-      SmallVector<Value> v;
-      for (int64_t e = 0; e < 8; ++e)
-        v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
-      qv.push_back(v);
-    }
-    Value phys = pageOf(k, table, seq, blk);
-    Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
-    SmallVector<Value> init(groups, negInf);
-    SmallVector<Value> m = k.reduceN(
-        k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
-        [&](Value it, ValueRange acc) -> SmallVector<Value> {
-          Value slot = k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
-          Value j = k.iadd(k.imul(blk, k.c(page)), slot);
-          Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
-                              k.imul(part, k.c(8)));
-          SmallVector<Value> kv = g.load8(cache, koff, ce);
-          Value valid = k.icmp(CmpI::sle, j, p);
-          SmallVector<Value> next;
-          for (int64_t gg = 0; gg < groups; ++gg) {
-            Value s = k.mul(kv[0], qv[gg][0]);
-            for (int64_t e = 1; e < 8; ++e)
-              s = k.add(s, k.mul(kv[e], qv[gg][e]));
-            s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
-            // A NaN score never wins the max-pool.
-            Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
-            next.push_back(k.select(better, s, acc[gg]));
+  indexScoreFrame(
+      g, a, negInf, [&](Value t, Value p, Value, Value blk, Value phys) {
+        SmallVector<SmallVector<Value>> qv;
+        for (int64_t gg = 0; gg < groups; ++gg) {
+          Value off =
+              k.iadd(k.imul(k.iadd(k.imul(t, k.c(groups)), k.c(gg)), k.c(d)),
+                     k.imul(part, k.c(8)));
+          SmallVector<Value> v;
+          for (int64_t e = 0; e < 8; ++e)
+            v.push_back(k.loadF(q, k.iadd(off, k.c(e)), qe));
+          qv.push_back(v);
+        }
+        Value first = k.iadd(k.imul(g.warp, k.c(keysPerWarp)), sub);
+        SmallVector<Value> init(groups, negInf);
+        SmallVector<Value> m = k.reduceN(
+            k.c(0), k.c(page / (g.warps * keysPerWarp)), init,
+            [&](Value it, ValueRange acc) -> SmallVector<Value> {
+              Value slot =
+                  k.iadd(first, k.imul(it, k.c(g.warps * keysPerWarp)));
+              Value j = k.iadd(k.imul(blk, k.c(page)), slot);
+              Value koff = k.iadd(cacheOffset(k, phys, k.c(0), slot, type),
+                                  k.imul(part, k.c(8)));
+              SmallVector<Value> kv = g.load8(cache, koff, ce);
+              Value valid = k.icmp(CmpI::sle, j, p);
+              SmallVector<Value> next;
+              for (int64_t gg = 0; gg < groups; ++gg) {
+                Value s = k.mul(kv[0], qv[gg][0]);
+                for (int64_t e = 1; e < 8; ++e)
+                  s = k.add(s, k.mul(kv[e], qv[gg][e]));
+                s = k.mul(g.warpSum(s, lanesPerKey), k.cf(scale));
+                // A NaN score never wins the max-pool.
+                Value better = g.andI(valid, k.fcmp(CmpF::OGT, s, acc[gg]));
+                next.push_back(k.select(better, s, acc[gg]));
+              }
+              return next;
+            });
+        for (int64_t gg = 0; gg < groups; ++gg) {
+          Value v = m[gg];
+          for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
+            Value o = g.shflXor(v, off);
+            v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
           }
-          return next;
-        });
-    for (int64_t gg = 0; gg < groups; ++gg) {
-      Value v = m[gg];
-      for (int64_t off = kWarp / 2; off >= 1; off /= 2) {
-        Value o = g.shflXor(v, off);
-        v = k.select(k.fcmp(CmpF::OGT, o, v), o, v);
-      }
-      k.ifThen(g.eq(g.lane, k.c(0)), [&] {
-        k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
-                 k.f32);
+          k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+            k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), k.c(gg)), v,
+                     k.f32);
+          });
+        }
       });
-    }
-  });
 }
 
 /// The tensor-core indexer: index queries bf16, index keys bf16, FP8 or
@@ -1266,64 +1275,257 @@ static llvm::cl::opt<int> indexCtasPerSM(
                    "launches and keeps resident, registers capped to fit "
                    "(0: indexCtasPerSM's choice; tuning)"));
 
+static llvm::cl::opt<llvm::cl::boolOrDefault> indexKeysAsA(
+    "gpu-index-keys-as-a", llvm::cl::Hidden,
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The tensor-core indexer takes 16 keys as the A operand "
+                   "of each mma and the index heads as B (default: with "
+                   "FP8 and NVFP4 keys; tuning)"));
+
+/// True when the tensor-core indexer multiplies 16 keys as the A operand
+/// of each mma against the index heads as B, instead of the heads as A
+/// (rows past G zero) against 8 keys as B. On the H200 at 128K (docs/perf.md,
+/// sixteenth session; us at batch 8 / 1, 5 CTAs per SM for FP8 and NVFP4,
+/// kGpuCtasPerSM for bf16):
+///   - E4M3 products (FP8 and NVFP4 keys) take keys as A: half the mma, and
+///     the kernel fits 5 CTAs per SM without spills. FP8 41.3-41.4 /
+///     10.9-11.0 against 44.7-44.9 / 11.9-12.1 for the bf16-product kernel
+///     before; NVFP4 47.8-47.9 / 12.2-12.4 against 52.1-52.6 / 12.7-12.9.
+///     With the heads as A the E4M3 kernel was slower than before
+///     (fifteenth session: FP8 49.7-50.8 at batch 8, spilling at 4-5);
+///   - bf16 keys keep the heads as A: 68.4-68.5 / 14.7 against 68.9-69.0 /
+///     14.7-14.8 as A.
+bool indexKeysAsAFor(msa::PagedCacheType type) {
+  if (indexKeysAsA != llvm::cl::BOU_UNSET)
+    return indexKeysAsA == llvm::cl::BOU_TRUE;
+  return isDecodedCache(type);
+}
+
+static llvm::cl::opt<int> indexThreads(
+    "gpu-index-threads", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Threads per CTA of the tensor-core indexer (a multiple "
+                   "of 32; 0: indexThreadsFor's choice; tuning)"));
+
+/// The CTA size of the tensor-core indexer for `op` on a target whose
+/// kernels take `threads` threads, or 0 when indexScoreMmaKernel does not
+/// fit. Each CTA works on one (token, block) item at a time, its warps
+/// splitting the block's keys, so a smaller CTA gives each warp more keys
+/// (more loads in flight per warp: the items' load-decode-mma chains
+/// wait on their key loads) and lets more items be resident per SM. On
+/// the H200 at 128K (docs/perf.md, sixteenth session; us at batch 8 / 1):
+///   - FP8 keys take one warp (16 tiles of 8 keys) at 10 CTAs per SM:
+///     38.4-38.5 / 10.6-10.8 against 41.5-41.9 / 11.1-11.2 on 4 warps (5
+///     CTAs per SM) and 37.9-38.3 / 11.4-11.6 on 2 warps (6 CTAs);
+///   - NVFP4 keys take two warps (8 tiles each) at 6 CTAs per SM:
+///     41.3-41.9 / 11.9-12.2 against 47.9-48.0 / 12.1-12.6 on 4 warps;
+///     one warp (12 CTAs) took 41.2-41.4 at batch 8 but 17.3 at batch 1,
+///     where 1,024 items leave each warp one item to work through alone;
+///   - bf16 keys take `threads` (their operand words, twice the FP8 ones,
+///     would not fit fewer warps' registers).
+int64_t indexThreadsFor(msa::IndexScoreOp op, int64_t threads) {
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  int64_t block = threads;
+  if (indexThreads > 0 && indexThreads % kWarp == 0)
+    block = indexThreads;
+  else if (isNVFP4Cache(type))
+    block = 2 * kWarp;
+  else if (isDecodedCache(type))
+    block = kWarp;
+  if (indexScoreMmaFits(op, block))
+    return block;
+  return indexScoreMmaFits(op, threads) ? threads : 0;
+}
+
 /// CTAs per multiprocessor of the tensor-core indexer's grid, declared
 /// with the kernel (declareLaunch: ptxas then knows the block size and
-/// caps the registers so that they stay resident). Each CTA holds one
-/// (token, block) item at a time and the items' load-decode-mma chains are
-/// latency-bound, so more resident CTAs keep more blocks in flight. On the
-/// H200 at 128K (docs/perf.md, fourteenth session; us at batch 8 / 1):
-///   - FP8 keys take 5 (96 registers, which the kernel needs anyway):
-///     46.8-47.3 / 12.4-12.5, against 49.2-49.5 / 12.1-12.3 with 4
-///     declared and 57.6-58.1 / 12.7 with the undeclared grid of 4; 6 and
-///     8 spill (53.4-54.7);
-///   - bf16 keys take kGpuCtasPerSM: 67.5-68.1 / 14.6-14.8, against
-///     84.0-84.2 / 15.9-16.0 undeclared and 72.4-73.2 / 16.9-17.0 with 5;
-///   - NVFP4 keys take kGpuCtasPerSM (108 registers): 55.2-55.7 /
-///     12.6-12.8, as undeclared; with 5 (capped to 96) 54.0 / 13.0.
-int64_t indexCtasPerSMFor(msa::PagedCacheType type) {
+/// caps the registers so that they stay resident), for CTAs of `block`
+/// threads (indexThreadsFor). More resident CTAs keep more blocks' loads
+/// in flight. On the H200 at 128K (us at batch 8 / 1):
+///   - FP8 keys on one-warp CTAs take 10 (no spills; 8: 38.1-38.7 /
+///     10.4-10.5, 12: 38.8-39.1 / 10.7-11.2);
+///   - NVFP4 keys on two-warp CTAs take 6 (no spills; 5: 46.0-46.8 /
+///     12.1, 7: 45.5-45.8 / 12.9-13.0, 8: 42.6-43.4 / 12.4 with 4 bytes
+///     spilled);
+///   - on 4-warp CTAs (fourteenth and sixteenth sessions), FP8 and NVFP4
+///     keys took 5: FP8 41.3-41.4 / 10.9-11.0 against 43.4-44.1 / 11.0 with
+///     4 and 44.1-44.6 / 12.6-12.7 with 6 (16 bytes spilled); NVFP4
+///     47.8-47.9 / 12.2-12.4 against 48.5-48.7 / 12.4 with 4 and 49.9-50.2
+///     / 12.5 with 6; bf16 keys take kGpuCtasPerSM: 67.5-68.1 / 14.6-14.8,
+///     against 84.0-84.2 / 15.9-16.0 undeclared and 72.4-73.2 / 16.9-17.0
+///     with 5.
+int64_t indexCtasPerSMFor(msa::PagedCacheType type, int64_t block) {
   if (indexCtasPerSM > 0)
     return indexCtasPerSM;
-  return isa<Float8E4M3FNType>(type.getElementType()) ? 5 : kGpuCtasPerSM;
+  if (!isDecodedCache(type))
+    return kGpuCtasPerSM;
+  if (block == kWarp)
+    return 10;
+  if (block == 2 * kWarp)
+    return 6;
+  return 5;
+}
+
+/// The E4M3 words of `n` channels of an FP8 or NVFP4 index-key row, from
+/// cacheRowRaw's `raw` (n / 4 words, channel 4i + e in byte e of word i):
+/// FP8 bytes as loaded; NVFP4 codes by nvfp4OctetE4M3 with the rows of
+/// `table` (nvfp4E4M3Table in shared memory), or with g.e2m1 by the
+/// hardware conversions (nvfp4CodesToE4M3PairsE2M1). Both give
+/// nvfp4ToFP8Value's bytes (up to the sign of a NaN).
+SmallVector<Value> indexKeyE4M3Words(GK &g, msa::PagedCacheType type,
+                                     ArrayRef<Value> raw, int64_t n,
+                                     Value table) {
+  KB &k = g.k;
+  if (!isNVFP4Cache(type))
+    return SmallVector<Value>(raw.begin(), raw.end());
+  const int64_t codeWords = n / 8;
+  const bool packed = nvfp4RawScaleBytes(n) > 1;
+  auto scaleByte = [&](int64_t j) -> Value {
+    Value w = raw[codeWords + j / 4];
+    if (!packed)
+      return w;
+    if (j % 4)
+      w = arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(8 * (j % 4)));
+    return arith::AndIOp::create(k.b, k.loc, w, g.ci32(0xFF));
+  };
+  SmallVector<Value> out;
+  if (g.e2m1) {
+    SmallVector<Value> pairs =
+        nvfp4CodesToE4M3PairsE2M1(g, raw.take_front(codeWords), n, scaleByte);
+    for (size_t i = 0; i < pairs.size(); i += 2) {
+      auto half = [&](Value v) -> Value {
+        return arith::ExtUIOp::create(
+            k.b, k.loc, k.i32, LLVM::BitcastOp::create(k.b, k.loc, k.i16, v));
+      };
+      out.push_back(arith::OrIOp::create(
+          k.b, k.loc, half(pairs[i]),
+          arith::ShLIOp::create(k.b, k.loc, half(pairs[i + 1]), g.ci32(16))));
+    }
+    return out;
+  }
+  auto vec = VectorType::get({2}, k.i32);
+  BytePermute prmt = [&](Value lo, Value hi, Value sel) {
+    return g.prmt(lo, hi, sel);
+  };
+  SmallVector<Value> row;
+  for (int64_t m = 0; m < codeWords; ++m) {
+    // c0 is a multiple of n: a new scale every 16 channels.
+    if ((8 * m) % 16 == 0) {
+      Value at = k.gep(table,
+                       arith::IndexCastOp::create(
+                           k.b, k.loc, k.b.getIndexType(),
+                           arith::MulIOp::create(
+                               k.b, k.loc, scaleByte(8 * m / 16), g.ci32(2))),
+                       k.i32);
+      Value tv = LLVM::LoadOp::create(k.b, k.loc, vec, at, 8);
+      row = {LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(0)),
+             LLVM::ExtractElementOp::create(k.b, k.loc, tv, g.ci32(1))};
+    }
+    llvm::append_range(out, nvfp4OctetE4M3(k, prmt, raw[m], row));
+  }
+  return out;
+}
+
+/// Index-query words as E4M3 bytes: the 2m bf16 pair words `bf16Words`
+/// (channel 2i in the low half of word i) to m words (channel 4i + e in
+/// byte e of word i), each value rounded to E4M3 by
+/// `cvt.rn.satfinite.e4m3x2.f32` (nearest even, +-448 for larger
+/// magnitudes and infinities, NaN kept), as indexQueryE4M3.
+SmallVector<Value> queryWordsToE4M3(GK &g, ArrayRef<Value> bf16Words) {
+  KB &k = g.k;
+  auto e4m3 = Float8E4M3FNType::get(k.b.getContext());
+  auto pairOf = [&](Value w) -> Value {
+    auto [lo, hi] = g.unpackBF16(w);
+    // The first operand goes to the high byte.
+    return arith::ExtUIOp::create(
+        k.b, k.loc, k.i32,
+        NVVM::ConvertF32x2ToF8x2Op::create(
+            k.b, k.loc, k.i16, hi, lo, NVVM::FPRoundingMode::RN,
+            NVVM::SaturationMode::SATFINITE, /*relu=*/false, e4m3));
+  };
+  SmallVector<Value> out;
+  for (size_t i = 0; i + 1 < bf16Words.size(); i += 2)
+    out.push_back(arith::OrIOp::create(
+        k.b, k.loc, pairOf(bf16Words[i]),
+        arith::ShLIOp::create(k.b, k.loc, pairOf(bf16Words[i + 1]),
+                              g.ci32(16))));
+  return out;
+}
+
+/// `mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32`: A 4 words and B
+/// 2 words of E4M3 bytes, C / D 4 FP32 values (the m16n8k16 layout). By
+/// the LLVM intrinsic: nvvm.mma's verifier (MLIR 22) does not take E4M3
+/// operands. sm_90 has no such instruction: ptxas widens both operands to
+/// f16 (F2FP) and runs two HMMA m16n8k16 whose sums it adds (FADD). Doing
+/// that in the IR instead, with the queries widened once per token, was
+/// no faster on the H200 (docs/perf.md, sixteenth session: indexer at 128K
+/// FP8 38.1-38.3 against 38.5-38.6 us at batch 8, NVFP4 41.0-41.5 against
+/// 41.1-41.2; decode dumps byte-identical).
+SmallVector<Value> mmaE4M3(GK &g, ArrayRef<Value> a, ArrayRef<Value> b,
+                           ArrayRef<Value> c) {
+  KB &k = g.k;
+  MLIRContext *ctx = k.b.getContext();
+  auto st = LLVM::LLVMStructType::getLiteral(ctx, {k.f32, k.f32, k.f32, k.f32});
+  SmallVector<Value> args(a.begin(), a.end());
+  llvm::append_range(args, b);
+  llvm::append_range(args, c);
+  Value r = LLVM::CallIntrinsicOp::create(
+                k.b, k.loc, st,
+                StringAttr::get(
+                    ctx, "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+                args)
+                .getResult(0);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < 4; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, r, i));
+  return out;
 }
 
 /// out[g, t, b] as indexScoreKernel, with S = Q K^T on tensor cores: one
 /// CTA per (t, b); each warp takes 8-key tiles of the block. The index
 /// heads are the rows of the A tile (rows past G are zero). The dI
 /// channels are assigned to the k positions of the mma so that each lane
-/// reads dI/8 consecutive 32-bit words of a key (16-byte loads, all issued
+/// reads dI/4 consecutive channels of a key (16-byte loads, all issued
 /// before the first mma); Q uses the same assignment, which leaves the dot
-/// products unchanged.
+/// products unchanged. bf16 keys multiply bf16 queries (m16n8k16); FP8 and
+/// NVFP4 keys multiply the queries rounded to E4M3 (indexQueriesE4M3) by
+/// their E4M3 values (m16n8k32 E4M3 mma; indexKeyE4M3Words).
 void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   KB &k = g.k;
   g.declareLaunch(g.threads, 0,
-                  indexCtasPerSMFor(op.getIndexCache().getType()));
+                  indexCtasPerSMFor(op.getIndexCache().getType(), g.threads));
   const IndexScoreArgs a(g, op);
-  Value q = a.q, cache = a.cache, table = a.table;
+  Value q = a.q, cache = a.cache;
   msa::PagedCacheType type = a.type;
   const int64_t groups = a.groups, d = a.d, page = a.page;
-  const int64_t words = d / 8;                // per lane, per key
   const int64_t tiles = page / (g.warps * 8); // 8-key tiles per warp
+  // E4M3 x E4M3 products (FP8 and NVFP4 keys), else bf16 x bf16.
+  const bool e4m3 = indexQueriesE4M3(type);
+  assert(e4m3 == isDecodedCache(type) && "decoded caches are E4M3");
+  // Per lane and key (channels [quad dI/4, (quad + 1) dI/4)): the operand
+  // words (bf16 pairs or E4M3 quads) and the bf16 query words.
+  const int64_t qWords = d / 8;
+  const int64_t words = e4m3 ? d / 16 : d / 8;
   const float scale = a.scale;
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
-  const bool f16 = indexF16Operands(g, type);
-  // The NVFP4 decode table, copied into shared memory by cp.async when the
-  // CTA starts; each work item waits for the copy after issuing its key
-  // loads (a CTA barrier), so the copy overlaps the first item's loads. A
-  // lookup then reads shared memory instead of global memory: on the H200
-  // at 128K the indexer took 55.2-55.3 us instead of 62.6-62.9 at batch 8
-  // and 12.6-12.7 instead of 13.5-13.7 at batch 1 (docs/perf.md,
-  // fourteenth session).
-  Value decodeTable = nvfp4Table(g, type, f16);
-  if (decodeTable) {
+  // The NVFP4 decode table (nvfp4E4M3Table, unless the target converts
+  // E2M1), copied into shared memory by cp.async when the CTA starts
+  // (waited for, with a barrier, before the first item). On the H200 at
+  // 128K a shared-memory table made the (f16) indexer 12 % faster at batch
+  // 8 than one read from global memory (docs/perf.md, fourteenth session).
+  Value decodeTable;
+  if (isNVFP4Cache(type) && !g.e2m1) {
+    static const std::array<int32_t, kNvfp4E4M3TableWords> words =
+        nvfp4E4M3Table();
     MLIRContext *ctx = k.b.getContext();
     auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
     auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
-    Value global =
-        LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, decodeTable);
-    Value smem = g.sharedSpace(k.i32, kNvfp4TableWords, 16);
-    g.strided(g.tid, k.c(kNvfp4TableWords / 4), [&](Value r) {
+    Value global = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT,
+                                                 g.constantWords(words));
+    Value smem = g.sharedSpace(k.i32, kNvfp4E4M3TableWords, 16);
+    g.strided(g.tid, k.c(kNvfp4E4M3TableWords / 4), [&](Value r) {
       Value byte = k.toI64(k.imul(r, k.c(16)));
       NVVM::CpAsyncOp::create(
           k.b, k.loc,
@@ -1337,41 +1539,52 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
     decodeTable = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, smem);
   }
 
+  // Keys as the A operand (an even number of tiles; indexKeysAsAFor).
+  const bool keysAsA = indexKeysAsAFor(type) && tiles % 2 == 0;
   Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
   // Q words of this lane for token t: row `row` (an index head; zero past
-  // the G heads), words quad * words + i (f16 pairs with f16 keys,
-  // queryWordsToF16), then the score scale.
+  // the G heads), channels [quad dI/4, (quad + 1) dI/4) (E4M3 quads with
+  // FP8 and NVFP4 keys, queryWordsToE4M3), then the score scale.
   auto loadQueries = [&](Value t) -> SmallVector<Value> {
     Value qRow = k.iadd(k.imul(t, k.c(groups)), g.imin(row, k.c(groups - 1)));
-    Value qBase = k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(words)));
+    Value qBase = k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(quad, k.c(qWords)));
     SmallVector<Value> qw;
-    for (int64_t i = 0; i < words; ++i)
+    for (int64_t i = 0; i < qWords; ++i)
       qw.push_back(
           k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))), g.ci32(0)));
-    Value scaleV = k.cf(scale);
-    if (f16)
-      scaleV = k.mul(scaleV, queryWordsToF16(g, qw));
-    qw.push_back(scaleV);
+    if (e4m3)
+      qw = queryWordsToE4M3(g, qw);
+    qw.push_back(k.cf(scale));
     return qw;
   };
   // With FP8 and NVFP4 keys the items carry their token (-1 before the
   // first) and loadQueries' values for it, so that a CTA's consecutive
-  // blocks of one token load (and with f16 keys convert) the queries once.
-  // On the H200 at 128K (docs/perf.md, fourteenth session) the indexer
-  // took 44.6-44.9 against 47.2-47.6 us at batch 8 with FP8 keys (12.0-12.2
-  // against 12.7 at batch 1) and 52.6-52.9 against 55.6 with NVFP4 keys;
-  // bf16 keys ran slower that way (72.2-72.4 against 67.6-68.1) and load
-  // their queries per item.
-  const bool carry = isDecodedCache(type);
+  // blocks of one token load and convert the queries once. On the H200 at
+  // 128K (docs/perf.md, fourteenth session) the f16 indexer took 44.6-44.9
+  // against 47.2-47.6 us at batch 8 with FP8 keys (12.0-12.2 against 12.7
+  // at batch 1) and 52.6-52.9 against 55.6 with NVFP4 keys; bf16 keys ran
+  // slower that way (72.2-72.4 against 67.6-68.1) and load their queries
+  // per item.
+  const bool carry = e4m3;
   SmallVector<Value> init;
   if (carry) {
     init.push_back(k.c(-1));
     init.append(words, g.ci32(0));
     init.push_back(k.cf(0));
   }
+  // Slot of this lane's key in 8-key tile j of the warp.
+  auto tileSlot = [&](int64_t j) {
+    return k.iadd(k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
+                  row);
+  };
+  // NVFP4: the table's copy has to land before the first decode.
+  if (decodeTable) {
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+    g.sync();
+  }
   indexScoreFrame(
       g, a, negInf, init,
-      [&](Value t, Value p, Value seq, Value blk, ValueRange carried) {
+      [&](Value t, Value p, Value, Value blk, Value phys, ValueRange carried) {
         SmallVector<Type> qTypes(words, k.i32);
         qTypes.push_back(k.f32);
         SmallVector<Value> held =
@@ -1385,35 +1598,16 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
         SmallVector<Value> qw(held.begin(), held.begin() + words);
         Value scaleV = held.back();
         Value zero = g.ci32(0);
-        Value phys = pageOf(k, table, seq, blk);
-        // All key words first.
+        // Every tile's key words first: E4M3 keys undecoded (cacheRowRaw;
+        // decoded per tile below), bf16 keys as loaded.
         SmallVector<SmallVector<Value>> kw(tiles);
-        if (isDecodedCache(type)) {
-          // Channels [quad dI/4, (quad + 1) dI/4), loaded for every tile, then
-          // (after the decode table's copy has landed, for NVFP4) decoded to
-          // f16 pairs (indexF16Operands) or bf16 pairs.
-          for (int64_t j = 0; j < tiles; ++j) {
-            Value slot = k.iadd(
-                k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
-                row);
-            kw[j] = cacheRowRaw(g, type, cache, phys, k.c(0), slot,
-                                k.imul(quad, k.c(2 * words)), 2 * words);
-          }
-          if (decodeTable) {
-            NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
-            g.sync();
-          }
-          for (int64_t j = 0; j < tiles; ++j)
-            kw[j] =
-                decodeCacheRowRaw(g, type, kw[j], 2 * words, decodeTable, f16);
-        }
-        for (int64_t j = 0; j < tiles && !isDecodedCache(type); ++j) {
-          // bf16 keys: the lane's words as loaded.
-          Value slot = k.iadd(
-              k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)), row);
-          Value base =
-              k.iadd(k.idiv(cacheOffset(k, phys, k.c(0), slot, type), k.c(2)),
-                     k.imul(quad, k.c(words)));
+        for (int64_t j = 0; j < tiles && e4m3; ++j)
+          kw[j] = cacheRowRaw(g, type, cache, phys, k.c(0), tileSlot(j),
+                              k.imul(quad, k.c(d / 4)), d / 4);
+        for (int64_t j = 0; j < tiles && !e4m3; ++j) {
+          Value base = k.iadd(
+              k.idiv(cacheOffset(k, phys, k.c(0), tileSlot(j), type), k.c(2)),
+              k.imul(quad, k.c(words)));
           for (int64_t v = 0; v < words / 4; ++v) {
             Value ptr = k.gep(cache, k.iadd(base, k.c(4 * v)), k.i32);
             Value x = LLVM::LoadOp::create(k.b, k.loc, vec4, ptr, 16);
@@ -1423,31 +1617,103 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
           }
         }
         Value m = negInf;
-        for (int64_t j = 0; j < tiles; ++j) {
+        // The lane's first key slot (tile 0, column 2 quad) and the last
+        // visible slot of the block, min(p - b page, page) (both i32).
+        auto i32Of = [&](Value v) {
+          return arith::IndexCastOp::create(k.b, k.loc, k.i32, v).getResult();
+        };
+        Value slot0 =
+            i32Of(k.iadd(k.imul(g.warp, k.c(tiles * 8)), k.imul(quad, k.c(2))));
+        Value last =
+            i32Of(g.imin(g.isub(p, k.imul(blk, k.c(page))), k.c(page)));
+        // Keys as the A operand (an even number of tiles): one mma
+        // (m16n8k32 E4M3, or m16n8k16 bf16: the same fragment layout) takes
+        // tiles j and j + 1 (16 keys: rows `row` and row + 8) against the index
+        // heads as the 8 columns (B = the lane's query words of head `row`), so
+        // no A row is zero and half as many mma run. A lane's accumulators are
+        // keys (j, row) and (j + 1, row) x heads 2 quad and 2 quad + 1; the
+        // max-pool then reduces over the 8 lanes of a quad column.
+        SmallVector<Value> mh(2, negInf);
+        Value keySlot0 = i32Of(k.iadd(k.imul(g.warp, k.c(tiles * 8)), row));
+        for (int64_t j = 0; j < tiles && keysAsA; j += 2) {
+          SmallVector<Value> k0 =
+              e4m3 ? indexKeyE4M3Words(g, type, kw[j], d / 4, decodeTable)
+                   : kw[j];
+          SmallVector<Value> k1 =
+              e4m3 ? indexKeyE4M3Words(g, type, kw[j + 1], d / 4, decodeTable)
+                   : kw[j + 1];
           SmallVector<Value> c(4, k.cf(0));
-          for (int64_t ks = 0; ks < d / 16; ++ks)
-            c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
-                      {kw[j][2 * ks], kw[j][2 * ks + 1]}, c, f16);
+          for (int64_t ks = 0; ks < (e4m3 ? d / 32 : d / 16); ++ks) {
+            SmallVector<Value> av = {k0[2 * ks], k1[2 * ks], k0[2 * ks + 1],
+                                     k1[2 * ks + 1]};
+            SmallVector<Value> bv = {qw[2 * ks], qw[2 * ks + 1]};
+            c = e4m3 ? mmaE4M3(g, av, bv, c) : g.mma(av, bv, c);
+          }
+          for (int64_t half = 0; half < 2; ++half) {
+            // Key (j + half, row): slot keySlot0 + 8 (j + half).
+            Value visible = arith::CmpIOp::create(
+                k.b, k.loc, CmpI::sle, keySlot0,
+                arith::SubIOp::create(k.b, k.loc, last,
+                                      g.ci32(8 * (j + half))));
+            for (int64_t e = 0; e < 2; ++e) {
+              Value sc = k.mul(c[2 * half + e], scaleV);
+              // A NaN score never wins the max-pool.
+              Value better = g.andI(visible, k.fcmp(CmpF::OGT, sc, mh[e]));
+              mh[e] = k.select(better, sc, mh[e]);
+            }
+          }
+        }
+        if (keysAsA) {
           for (int64_t e = 0; e < 2; ++e) {
-            Value slot = k.iadd(
-                k.imul(k.iadd(k.imul(g.warp, k.c(tiles)), k.c(j)), k.c(8)),
-                k.iadd(k.imul(quad, k.c(2)), k.c(e)));
-            Value j2 = k.iadd(k.imul(blk, k.c(page)), slot);
+            for (int64_t off : {4, 8, 16}) {
+              Value o = g.shflXor(mh[e], off);
+              mh[e] = k.select(k.fcmp(CmpF::OGT, o, mh[e]), o, mh[e]);
+            }
+            Value head = k.iadd(k.imul(quad, k.c(2)), k.c(e));
+            k.ifThen(
+                g.andI(g.eq(row, k.c(0)), k.icmp(CmpI::ult, head, k.c(groups))),
+                [&] {
+                  k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), head),
+                           mh[e], k.f32);
+                });
+          }
+        }
+        for (int64_t j = 0; j < tiles && !keysAsA; ++j) {
+          SmallVector<Value> c(4, k.cf(0));
+          if (e4m3) {
+            SmallVector<Value> kv =
+                indexKeyE4M3Words(g, type, kw[j], d / 4, decodeTable);
+            for (int64_t ks = 0; ks < d / 32; ++ks)
+              c = mmaE4M3(g, {qw[2 * ks], zero, qw[2 * ks + 1], zero},
+                          {kv[2 * ks], kv[2 * ks + 1]}, c);
+          } else {
+            for (int64_t ks = 0; ks < d / 16; ++ks)
+              c = g.mma({qw[2 * ks], zero, qw[2 * ks + 1], zero},
+                        {kw[j][2 * ks], kw[j][2 * ks + 1]}, c);
+          }
+          for (int64_t e = 0; e < 2; ++e) {
+            // Key slot0 + 8 j + e of the block is visible when it is at
+            // most `last` (32-bit: one subtraction per key).
+            Value visible = arith::CmpIOp::create(
+                k.b, k.loc, CmpI::sle, slot0,
+                arith::SubIOp::create(k.b, k.loc, last, g.ci32(8 * j + e)));
             Value sc = k.mul(c[e], scaleV);
             // A NaN score never wins the max-pool.
-            Value better =
-                g.andI(k.icmp(CmpI::sle, j2, p), k.fcmp(CmpF::OGT, sc, m));
+            Value better = g.andI(visible, k.fcmp(CmpF::OGT, sc, m));
             m = k.select(better, sc, m);
           }
         }
         for (int64_t off : {1, 2}) {
+          if (keysAsA)
+            break;
           Value o = g.shflXor(m, off);
           m = k.select(k.fcmp(CmpF::OGT, o, m), o, m);
         }
-        k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
-          k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m,
-                   k.f32);
-        });
+        if (!keysAsA)
+          k.ifThen(g.andI(g.eq(quad, k.c(0)), inGroup), [&] {
+            k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), row), m,
+                     k.f32);
+          });
         SmallVector<Value> next;
         if (carry) {
           next.push_back(t);
@@ -1455,9 +1721,6 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
         }
         return next;
       });
-  // A CTA whose every block lay past its token's position never waited.
-  if (decodeTable)
-    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -5796,7 +6059,7 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
     return false;
   return TypeSwitch<Operation *, bool>(op)
       .Case([&](msa::IndexScoreOp o) {
-        return indexScoreMmaFits(o, threads) || indexScoreFits(o, threads);
+        return indexThreadsFor(o, threads) != 0 || indexScoreFits(o, threads);
       })
       .Case([&](msa::BlockTopKOp o) { return blockTopKFits(o, threads); })
       .Case<msa::SparseAttentionOp, msa::DenseAttentionOp>(
@@ -5865,7 +6128,7 @@ bool msac::kernels::hasE2M1Kernel(Operation *op, int64_t threads,
   if (!hasGpuKernel(op, threads) || part != 0)
     return false;
   if (auto score = dyn_cast<msa::IndexScoreOp>(op))
-    return indexScoreMmaFits(score, threads) &&
+    return indexThreadsFor(score, threads) != 0 &&
            isNVFP4Cache(score.getIndexCache().getType());
   if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
     return false;
@@ -5931,10 +6194,15 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       wgmma && wideTiles && part == 0 &&
       (isa<msa::AttentionPrologueOp>(op) || linearTileFits(op, threads));
   const bool f16Rows = !wide && f16RowsLaunch(k, op, part, threads);
+  // The tensor-core indexer's CTAs (0: indexScoreKernel on `threads`).
+  int64_t indexBlock = 0;
+  if (auto score = dyn_cast<msa::IndexScoreOp>(op))
+    indexBlock = indexThreadsFor(score, threads);
   GK g(k, globals, kernelName,
-       wide      ? wgmma::kWideThreads
-       : f16Rows ? kF16RowsThreads
-                 : threads);
+       wide         ? wgmma::kWideThreads
+       : f16Rows    ? kF16RowsThreads
+       : indexBlock ? indexBlock
+                    : threads);
   g.e2m1 = e2m1;
   if (f16Rows) {
     const int64_t bytes =
@@ -5945,7 +6213,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
   }
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
-        if (indexScoreMmaFits(o, threads))
+        if (indexBlock)
           indexScoreMmaKernel(g, o);
         else
           indexScoreKernel(g, o);

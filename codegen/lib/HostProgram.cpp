@@ -311,7 +311,16 @@ void indexScoreKernel(KB &k, msa::IndexScoreOp op) {
         Value phys = pageOf(k, table, seq, blk);
         CacheRow key =
             cacheRow(k, cache, type, phys, k.c(0), k.irem(j, k.c(page)));
-        Value s = k.mul(dotCacheRow(k, q, qOff, qe, key), k.cf(scale));
+        Value dot =
+            indexQueriesE4M3(type)
+                ? reduceCacheRow(k, key, k.cf(0),
+                                 [&](Value i, Value x, Value acc) {
+                                   Value qi = indexQueryE4M3(
+                                       k, k.loadF(q, k.iadd(qOff, i), qe));
+                                   return k.add(acc, k.mul(qi, x));
+                                 })
+                : dotCacheRow(k, q, qOff, qe, key);
+        Value s = k.mul(dot, k.cf(scale));
         Value slot = k.iadd(row, blk);
         Value best = k.loadF(out, slot, k.f32);
         // A NaN score never wins the max-pool.

@@ -766,6 +766,22 @@ inline bool isNVFP4Cache(msa::PagedCacheType type) {
   return isa<bsq::NVFP4Type>(type.getElementType());
 }
 
+/// True when msa.index_score over `indexCache` takes E4M3 x E4M3 products:
+/// an FP8 or NVFP4 index-key cache (the MSA Q8KV8 / Q8KV4 indexers,
+/// msa-m3-spec.md §3.2, §4.3, §5.4), whose queries are rounded to E4M3 first
+/// (indexQueryE4M3).
+inline bool indexQueriesE4M3(msa::PagedCacheType indexCache) {
+  return isa<Float8E4M3FNType>(indexCache.getElementType()) ||
+         isNVFP4Cache(indexCache);
+}
+
+/// An index-query value as msa.index_score multiplies it when
+/// indexQueriesE4M3: FP32 rounded to E4M3 (nearest even, saturating at
+/// +-448, encodeE4M3) and back.
+inline Value indexQueryE4M3(KB &k, Value x) {
+  return k.decodeE4M3(k.encodeE4M3(x));
+}
+
 /// One cache row: the `head_dim` values of one (page, head, slot).
 ///
 /// A bf16 / f32 / f8E4M3FN cache is `[pages, heads, page_size, head_dim]`

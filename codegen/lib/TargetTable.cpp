@@ -17,7 +17,7 @@
 using namespace msac;
 
 static const GpuTarget kTargets[] = {
-    {"sm_90a", "nvidia", "sm_90a", "+ptx80", 132, 227, 128, true, true, false},
+    {"sm_90a", "nvidia", "sm_90a", "+ptx84", 132, 227, 128, true, true, false},
     {"sm_100a", "nvidia", "sm_100a", "+ptx86", 148, 227, 128, false, false,
      true},
     {"gfx942", "amd", "gfx942", "", 304, 64, 256, false, false, false},

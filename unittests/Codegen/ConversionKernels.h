@@ -185,6 +185,36 @@ inline void emitNvfp4Bf16Kernel(KB &k, const BytePermute &prmt) {
   });
 }
 
+/// The body of `nvfp4e4m3`: buffers table (i32[512], nvfp4E4M3Table),
+/// codes (i32[n], 4 codes in bits 0-15), scales (i32[n], a byte each), out
+/// (i32[n]); out[2j], out[2j + 1] = nvfp4OctetE4M3(codes[2j] | codes[2j +
+/// 1] << 16, the table row of scales[2j]) (n even, scales[2j + 1] =
+/// scales[2j]): code i of codes[m] as the E4M3 byte i of out[m]. Byte
+/// lookups by `prmt` (emulatedPrmt on the host, nvvm.prmt on NVIDIA GPUs as
+/// in the tensor-core indexer).
+inline void emitNvfp4E4M3Kernel(KB &k, const BytePermute &prmt) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  Value table = k.ptr(0), codes = k.ptr(1), scales = k.ptr(2), out = k.ptr(3);
+  auto load = [&](Value base, Value i) -> Value {
+    return LLVM::LoadOp::create(b, loc, k.i32, k.gep(base, i, k.i32));
+  };
+  k.loop(k.c(0), k.idiv(k.scalar(0), k.c(2)), [&](Value j) {
+    Value i = k.imul(j, k.c(2));
+    Value word = arith::OrIOp::create(
+        b, loc, load(codes, i),
+        arith::ShLIOp::create(b, loc, load(codes, k.iadd(i, k.c(1))),
+                              k.ci(16)));
+    Value s =
+        arith::IndexCastOp::create(b, loc, b.getIndexType(), load(scales, i));
+    SmallVector<Value> row = {load(table, k.imul(s, k.c(2))),
+                              load(table, k.iadd(k.imul(s, k.c(2)), k.c(1)))};
+    std::array<Value, 2> w = nvfp4OctetE4M3(k, prmt, word, row);
+    for (int64_t e = 0; e < 2; ++e)
+      LLVM::StoreOp::create(b, loc, w[e], k.gep(out, k.iadd(i, k.c(e)), k.i32));
+  });
+}
+
 /// The NVFP4 decode cases: every E4M3 scale byte (0x00-0xFF) with 32
 /// quads of 4 codes, quad q holding code (q / 2 + 5 i + 8 (q % 2)) % 16 at
 /// position i: every code meets every scale at every position of a quad,

@@ -437,6 +437,49 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
     }
 }
 
+/// The body of `nvfp4e4m3` on the host: prmt from arith ops.
+void emitNvfp4E4M3HostKernel(KB &k) {
+  emitNvfp4E4M3Kernel(k, [&](Value lo, Value hi, Value sel) {
+    return emulatedPrmt(k, lo, hi, sel);
+  });
+}
+
+// Every E2M1 code at every position of an 8-code word times every E4M3
+// scale byte (negative and NaN scales too), decoded to E4M3 bytes through
+// nvfp4E4M3Table and the byte lookups of the E4M3 indexer: the reference's
+// byte E4M3(e2m1 * scale) (msa-m3-spec.md §4.2 `inference.dequant`), or
+// NaN where it is NaN (the sign of a NaN may differ).
+TEST(Fp8KernelTest, Nvfp4ToE4M3DecodeMatchesLowPrecision) {
+  MLIRContext ctx;
+  HostKernel compiled(ctx, "nvfp4e4m3", emitNvfp4E4M3HostKernel);
+  Kernel kernel = compiled.function;
+  ASSERT_NE(kernel, nullptr);
+  const std::array<int32_t, kNvfp4E4M3TableWords> table = nvfp4E4M3Table();
+  std::vector<int32_t> codes, scales;
+  nvfp4QuadCases(codes, scales);
+  std::vector<int32_t> out(codes.size());
+  void *buffers[] = {const_cast<int32_t *>(table.data()), codes.data(),
+                     scales.data(), out.data()};
+  const int64_t scalars[3] = {static_cast<int64_t>(codes.size()), 0, 0};
+  kernel(buffers, scalars);
+  int failures = 0;
+  for (size_t n = 0; n < codes.size() && failures < 20; ++n)
+    for (int i = 0; i < 4; ++i) {
+      const int code = (codes[n] >> (4 * i)) & 15, s = scales[n];
+      const uint8_t want = numerics::floatToE4M3(
+          numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
+          numerics::e4m3ToFloat(static_cast<uint8_t>(s)));
+      const auto got = static_cast<uint8_t>(uint32_t(out[n]) >> (8 * i));
+      const bool nan = (want & 0x7F) == 0x7F;
+      if (nan ? (got & 0x7F) != 0x7F : got != want) {
+        ++failures;
+        ADD_FAILURE() << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex
+                      << s << ": got E4M3 0x" << int(got) << ", want 0x"
+                      << int(want);
+      }
+    }
+}
+
 // The tables the host dot products read packed weight codes from
 // (KernelBuilder.h: weightCodeValue, hostDecodeTable) hold LowPrecision.h's
 // values, bit for bit, for every E4M3 byte (the generated decoder of the

@@ -190,6 +190,29 @@ Case nvfp4Case(bool f16) {
   return c;
 }
 
+/// The `nvfp4e4m3` kernel's buffers: every code x every scale byte through
+/// nvfp4E4M3Table and the byte lookups, as E4M3 bytes (NaN of either
+/// sign where the reference is NaN: the "e4m3" comparison).
+Case nvfp4E4M3Case() {
+  Case c("nvfp4e4m3");
+  const std::array<int32_t, kNvfp4E4M3TableWords> table = nvfp4E4M3Table();
+  std::vector<int32_t> codes, scales;
+  nvfp4QuadCases(codes, scales);
+  std::vector<uint8_t> want;
+  for (size_t n = 0; n < codes.size(); ++n)
+    for (int i = 0; i < 4; ++i)
+      want.push_back(numerics::floatToE4M3(
+          numerics::e2m1ToFloat(
+              static_cast<uint8_t>((codes[n] >> (4 * i)) & 15)) *
+          numerics::e4m3ToFloat(static_cast<uint8_t>(scales[n]))));
+  c.scalars[0] = static_cast<int64_t>(codes.size());
+  c.input(std::vector<int32_t>(table.begin(), table.end()));
+  c.input(codes);
+  c.input(scales);
+  c.output(want, "e4m3");
+  return c;
+}
+
 int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "msac-gpu-conformance")
       << message << "\n";
@@ -224,6 +247,15 @@ int main(int argc, char **argv) {
       });
     });
 
+  emitKernelFunction(b, loc, "nvfp4e4m3", [](KB &k) {
+    emitNvfp4E4M3Kernel(k, [&](Value lo, Value hi, Value sel) -> Value {
+      return NVVM::PermuteOp::create(
+          k.b, k.loc, k.i32, lo, hi, sel,
+          NVVM::PermuteModeAttr::get(k.b.getContext(),
+                                     NVVM::PermuteMode::DEFAULT));
+    });
+  });
+
   std::string cubin;
   std::string error = emitNvidiaBinary(*module, ModuleOp(), ModuleOp(),
                                        ModuleOp(), targetName, cudaToolkit,
@@ -242,7 +274,8 @@ int main(int argc, char **argv) {
     return true;
   };
   llvm::json::Array cases;
-  for (const Case &c : {fp8Case(), nvfp4Case(false), nvfp4Case(true)}) {
+  for (const Case &c :
+       {fp8Case(), nvfp4Case(false), nvfp4Case(true), nvfp4E4M3Case()}) {
     for (const auto &[file, data] : c.files)
       if (!write(file, data))
         return fail("cannot write " + outputDir + "/" + file);
@@ -257,6 +290,6 @@ int main(int argc, char **argv) {
   if (!write("kernels.cubin", cubin) || !write("cases.json", json + "\n"))
     return fail("cannot write into " + outputDir);
   llvm::outs() << "msac-gpu-conformance: wrote " << outputDir << " ("
-               << targetName << ", 3 kernels)\n";
+               << targetName << ", 4 kernels)\n";
   return 0;
 }

@@ -493,6 +493,10 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         for (int64_t head = 0; head < s.indexHeads; ++head)
           rope(&iq[head * s.indexDim], p);
         rope(ik.data(), p);
+        // FP8 and NVFP4 index keys score against E4M3 queries (the Q8KV8 /
+        // Q8KV4 indexers, msa-m3-spec.md §3.2, §5.4).
+        if (indexFormat != CacheFormat::BF16)
+          roundTripCache(iq.data(), iq.size(), CacheFormat::FP8);
         std::vector<float> &ic = seq.indexKeys[l];
         ic.insert(ic.end(), ik.begin(), ik.end());
         roundTripCache(ic.data() + ic.size() - s.indexDim, s.indexDim,

@@ -168,7 +168,8 @@ public:
 
   /// Cache element formats (msa-m3-spec.md §4.1): keys and values / index
   /// keys go through roundTripCache (per head) when appended; by default
-  /// they stay BF16.
+  /// they stay BF16. With FP8 or NVFP4 index keys the index queries are
+  /// rounded to E4M3 before scoring (Q8KV8 / Q8KV4, §3.2, §5.4).
   void setCacheFormats(CacheFormat kv, CacheFormat index) {
     kvFormat = kv;
     indexFormat = index;

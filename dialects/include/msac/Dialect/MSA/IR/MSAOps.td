@@ -287,6 +287,13 @@ def MSA_IndexScoreOp : MSA_Op<"index_score", [Pure]> {
     page_size`) get `-inf`. The index branch has no softmax and no ReLU; the
     MSA kernels use `scale = 1` (any positive scale preserves the ranking).
 
+    With an FP8 E4M3 or NVFP4 `index_cache` the products are E4M3 x E4M3,
+    the MSA Q8KV8 / Q8KV4 indexer contract (§3.2, §4.3, §5.4): each query
+    value is rounded to E4M3 first (nearest even, saturating at +-448), and
+    the keys are the E4M3 values the cache holds (NVFP4: code x scale
+    rounded to E4M3, §4.2). With a bf16 or f32 cache the queries are used
+    as given.
+
     `index_queries` is `[T, G, d_I]` (one index head per GQA group, §2.4);
     `index_cache` has one head of `d_I` channels; the result is `f32`
     `[G, T, num_blocks]`, `num_blocks` being the block table's
