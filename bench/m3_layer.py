@@ -196,7 +196,9 @@ def attention_block(x, W, K, V, IK, c0, cfg, exact=False, fix=None, stored=None)
     """x + o_proj(attention(input_layernorm(x))); writes the new keys.
     `fix` (check mode): msac's block choices for near-tie rows. `stored`
     (check mode): stored(cache, rows), the values cache "K", "V" or "IK"
-    keeps of new rows (FP8 / NVFP4 caches: their quantization)."""
+    keeps of new rows (FP8 / NVFP4 caches: their quantization), and of
+    "IQ" the index queries as the indexer multiplies them (rounded to E4M3
+    with an FP8 or NVFP4 index-key cache: the Q8KV8 / Q8KV4 contract)."""
     keep = stored or (lambda name, rows: rows)
     B, P, H = x.shape
     pos = c0 + torch.arange(P, device=x.device)
@@ -215,7 +217,7 @@ def attention_block(x, W, K, V, IK, c0, cfg, exact=False, fix=None, stored=None)
         iq = rope(gemma_norm(iq, W["index_q_norm"], cfg.eps), pos, cfg)
         ik = rope(gemma_norm(ik, W["index_k_norm"], cfg.eps), pos, cfg)
         IK[:, c0:c0 + P] = keep("IK", ik)[:, :, 0]
-        (vals, sel), bs = msa_select(iq, IK, c0, cfg)
+        (vals, sel), bs = msa_select(keep("IQ", iq), IK, c0, cfg)
         if fix is not None:
             sel = adopt_blocks(sel, bs, fix)
         o = sparse_attention(q, K[:, :c0 + P], V[:, :c0 + P], sel, c0, cfg, exact)
@@ -339,8 +341,19 @@ KEY_BOUND = {"bf16": 1.6e-2, "f8E4M3FN": 0.125, "nvfp4": 0.375}
 KEY_DIFFER = 1e-2
 
 
+def stored_like(name, rows, dt):
+    """attention_block's `stored` in check mode: new cache rows as the
+    cache `name` keeps them (dt: cache name -> dtype of the dump), and the
+    index queries ("IQ") rounded to E4M3 when the index-key cache is FP8
+    or NVFP4, as msa.index_score multiplies them."""
+    from m3_ops_check import quantize_like_cache, to_e4m3
+    if name == "IQ":
+        return rows if dt.get("IK", "bf16") == "bf16" else to_e4m3(rows)
+    return quantize_like_cache(rows, dt[name])
+
+
 def check(args):
-    from m3_ops_check import Step, quantize_like_cache
+    from m3_ops_check import Step
     cfg = Cfg(args.config)
     s = Step(args.dump)
     meta = s.meta
@@ -417,7 +430,7 @@ def check(args):
             fix["experts"] = s.get(d["experts"])[:T]
         with torch.no_grad():
             h, extra = attention_block(x, W, K, V, IK, c0, cfg, exact=True, fix=fix,
-                                       stored=lambda n, r: quantize_like_cache(r, dt[n]))
+                                       stored=lambda n, r: stored_like(n, r, dt))
             if "w1" in W:
                 out, _ = ffn_moe(h, W, cfg, fix=fix)
             else:

@@ -183,8 +183,9 @@ inline std::array<int32_t, 1024> nvfp4BF16Table() {
 }
 
 /// nvfp4OperandTable's f16 bits: the table of the tensor-core attention
-/// and indexer kernels, which take FP8 and NVFP4 cache values as f16
-/// operands (one conversion per E4M3 pair instead of four for bf16).
+/// kernels, which take FP8 and NVFP4 cache values as f16 operands (one
+/// conversion per E4M3 pair instead of four for bf16). The indexer
+/// multiplies E4M3 bytes instead (nvfp4E4M3Table).
 inline std::array<int32_t, 1024> nvfp4F16Table() {
   return nvfp4OperandTable(/*f16=*/true);
 }

@@ -749,9 +749,9 @@ bool isDecodedCache(msa::PagedCacheType type) {
 static llvm::cl::opt<bool> cacheF16Operands(
     "gpu-cache-f16-operands", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The tensor-core attention and indexer kernels take FP8 "
-                   "and NVFP4 cache values (and the queries) as f16 operands, "
-                   "else as bf16 ones (tuning)"));
+    llvm::cl::desc("The tensor-core attention kernels take FP8 and NVFP4 "
+                   "cache values (and the queries) as f16 operands, else as "
+                   "bf16 ones (tuning; the indexer multiplies E4M3)"));
 
 /// True when the tensor-core attention decodes `type`'s rows to f16
 /// operands (and converts the queries to f16, queryWordsToF16): FP8 and
@@ -1060,7 +1060,6 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
                                      Value table, bool f16);
-int64_t cacheRowRawWords(msa::PagedCacheType type, int64_t n);
 int64_t nvfp4RawScaleBytes(int64_t n);
 
 /// The operands and shapes of msa.index_score as both indexer kernels read
@@ -1253,9 +1252,9 @@ void indexScoreKernel(GK &g, msa::IndexScoreOp op) {
       });
 }
 
-/// The tensor-core indexer: index queries bf16, index keys bf16, FP8 or
-/// NVFP4 (decoded to f16 operands, decodeCacheRowRaw), dI a multiple of 32,
-/// at most 8 index heads.
+/// The tensor-core indexer on CTAs of `threads` threads: index queries
+/// bf16, index keys bf16, FP8 or NVFP4 (their E4M3 values,
+/// indexKeyE4M3Words), dI a multiple of 32, at most 8 index heads.
 bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
   msa::PagedCacheType type = op.getIndexCache().getType();
   const int64_t d = type.getHeadDim(),
@@ -1285,10 +1284,11 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> indexKeysAsA(
 /// True when the tensor-core indexer multiplies 16 keys as the A operand
 /// of each mma against the index heads as B, instead of the heads as A
 /// (rows past G zero) against 8 keys as B. On the H200 at 128K (docs/perf.md,
-/// sixteenth session; us at batch 8 / 1, 5 CTAs per SM for FP8 and NVFP4,
-/// kGpuCtasPerSM for bf16):
+/// sixteenth session; us at batch 8 / 1; measured on 128-thread CTAs, 5 per
+/// SM for FP8 and NVFP4 keys and kGpuCtasPerSM for bf16, before
+/// indexThreadsFor made the CTAs smaller):
 ///   - E4M3 products (FP8 and NVFP4 keys) take keys as A: half the mma, and
-///     the kernel fits 5 CTAs per SM without spills. FP8 41.3-41.4 /
+///     the 128-thread kernel fits 5 CTAs per SM without spills. FP8 41.3-41.4 /
 ///     10.9-11.0 against 44.7-44.9 / 11.9-12.1 for the bf16-product kernel
 ///     before; NVFP4 47.8-47.9 / 12.2-12.4 against 52.1-52.6 / 12.7-12.9.
 ///     With the heads as A the E4M3 kernel was slower than before
@@ -1482,8 +1482,11 @@ SmallVector<Value> mmaE4M3(GK &g, ArrayRef<Value> a, ArrayRef<Value> b,
 }
 
 /// out[g, t, b] as indexScoreKernel, with S = Q K^T on tensor cores: one
-/// CTA per (t, b); each warp takes 8-key tiles of the block. The index
-/// heads are the rows of the A tile (rows past G are zero). The dI
+/// CTA (indexThreadsFor's size) per (t, b) at a time; each warp takes 8-key
+/// tiles of the block. With FP8 and NVFP4 keys two tiles (16 keys) are the
+/// rows of each mma's A operand and the index heads its B columns
+/// (indexKeysAsAFor); with bf16 keys the heads are the A rows (rows past G
+/// zero) and each tile is B. The dI
 /// channels are assigned to the k positions of the mma so that each lane
 /// reads dI/4 consecutive channels of a key (16-byte loads, all issued
 /// before the first mma); Q uses the same assignment, which leaves the dot
