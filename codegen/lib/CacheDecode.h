@@ -223,15 +223,28 @@ inline std::array<Value, 2> nvfp4Words(KB &k, const BytePermute &prmt,
 /// bits of nvfp4Words on each 16-bit half, with the code mask and the sign
 /// shift done once for the word (`prmt` reads only bits 0-15 of its
 /// selector, so the low half's selector needs no shift).
+/// The byte-lookup selectors and signs of the 8 NVFP4 codes of `codes`
+/// (code i in bits 4i..4i+3), per half h (codes 4h..4h+3): sel[h] holds
+/// their magnitudes (code & 7) in its nibbles 0-3 (`prmt` reads only bits
+/// 0-15 of a selector, so the low half needs no shift), and byte i of
+/// sign[h] has the sign of code 4h + i in bit 7 (other bits unspecified;
+/// see nvfp4Words: bytes of codes << 4 hold the even codes' signs there).
+struct Nvfp4OctetSelectors {
+  Value sel[2], sign[2];
+};
+inline Nvfp4OctetSelectors nvfp4OctetSelectors(KB &k, const BytePermute &prmt,
+                                               Value codes) {
+  Value mags = arith::AndIOp::create(k.b, k.loc, codes, k.ci(0x77777777));
+  Value high = arith::ShRUIOp::create(k.b, k.loc, mags, k.ci(16));
+  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
+  return {
+      {mags, high},
+      {prmt(codes, shifted, k.ci(0x1504)), prmt(codes, shifted, k.ci(0x3726))}};
+}
+
 inline std::array<Value, 4> nvfp4OctetWords(KB &k, const BytePermute &prmt,
                                             Value codes, ArrayRef<Value> row) {
-  Value mags = arith::AndIOp::create(k.b, k.loc, codes, k.ci(0x77777777));
-  Value sel[2] = {mags, arith::ShRUIOp::create(k.b, k.loc, mags, k.ci(16))};
-  // Byte i of sign[h] has the sign of code 4h + i in bit 7 (see
-  // nvfp4Words: bytes of codes << 4 hold the even codes' signs there).
-  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
-  Value sign[2] = {prmt(codes, shifted, k.ci(0x1504)),
-                   prmt(codes, shifted, k.ci(0x3726))};
+  auto [sel, sign] = nvfp4OctetSelectors(k, prmt, codes);
   std::array<Value, 4> out;
   for (int h = 0; h < 2; ++h) {
     Value lo = prmt(row[0], row[1], sel[h]), hi = prmt(row[2], row[3], sel[h]);
@@ -275,12 +288,7 @@ inline std::array<int32_t, kNvfp4E4M3TableWords> nvfp4E4M3Table() {
 /// nvfp4ToFP8Value).
 inline std::array<Value, 2> nvfp4OctetE4M3(KB &k, const BytePermute &prmt,
                                            Value codes, ArrayRef<Value> row) {
-  Value mags = arith::AndIOp::create(k.b, k.loc, codes, k.ci(0x77777777));
-  Value sel[2] = {mags, arith::ShRUIOp::create(k.b, k.loc, mags, k.ci(16))};
-  // Byte i of sign[h] has the sign of code 4h + i in bit 7 (nvfp4Words).
-  Value shifted = arith::ShLIOp::create(k.b, k.loc, codes, k.ci(4));
-  Value sign[2] = {prmt(codes, shifted, k.ci(0x1504)),
-                   prmt(codes, shifted, k.ci(0x3726))};
+  auto [sel, sign] = nvfp4OctetSelectors(k, prmt, codes);
   std::array<Value, 2> out;
   for (int h = 0; h < 2; ++h)
     out[h] = arith::XOrIOp::create(

@@ -1061,6 +1061,12 @@ SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
                                      Value table, bool f16);
 int64_t nvfp4RawScaleBytes(int64_t n);
+/// Scale byte j (the 16-value block j) of the `n` channels that
+/// cacheRowRaw loaded, from its scale words `scaleWords` (the words after
+/// the codes): the word itself when it holds one scale (n <= 16), else
+/// byte j % 4 of word j / 4 (as an i32).
+Value nvfp4RawScaleByte(GK &g, ArrayRef<Value> scaleWords, int64_t n,
+                        int64_t j);
 
 /// The operands and shapes of msa.index_score as both indexer kernels read
 /// them: queries [T, G, dI], the paged index-key cache, block table, seq
@@ -1379,14 +1385,8 @@ SmallVector<Value> indexKeyE4M3Words(GK &g, msa::PagedCacheType type,
   if (!isNVFP4Cache(type))
     return SmallVector<Value>(raw.begin(), raw.end());
   const int64_t codeWords = n / 8;
-  const bool packed = nvfp4RawScaleBytes(n) > 1;
-  auto scaleByte = [&](int64_t j) -> Value {
-    Value w = raw[codeWords + j / 4];
-    if (!packed)
-      return w;
-    if (j % 4)
-      w = arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(8 * (j % 4)));
-    return arith::AndIOp::create(k.b, k.loc, w, g.ci32(0xFF));
+  auto scaleByte = [&](int64_t j) {
+    return nvfp4RawScaleByte(g, raw.drop_front(codeWords), n, j);
   };
   SmallVector<Value> out;
   if (g.e2m1) {
@@ -2205,6 +2205,17 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
 /// least one), and the 32-bit words cacheRowRaw loads them into (4 per
 /// word, one 16-bit load for 2).
 int64_t nvfp4RawScaleBytes(int64_t n) { return std::max<int64_t>(n / 16, 1); }
+
+Value nvfp4RawScaleByte(GK &g, ArrayRef<Value> scaleWords, int64_t n,
+                        int64_t j) {
+  KB &k = g.k;
+  Value w = scaleWords[j / 4];
+  if (nvfp4RawScaleBytes(n) == 1)
+    return w;
+  if (j % 4)
+    w = arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(8 * (j % 4)));
+  return arith::AndIOp::create(k.b, k.loc, w, g.ci32(0xFF));
+}
 int64_t nvfp4RawScaleWords(int64_t n) {
   return (nvfp4RawScaleBytes(n) + 3) / 4;
 }
@@ -2310,15 +2321,9 @@ SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
     return out;
   }
   const int64_t codeWords = std::max<int64_t>(n / 8, 1);
-  const bool packed = nvfp4RawScaleBytes(n) > 1;
   return nvfp4CodesToOperands(
-      g, raw.take_front(codeWords), n, table, f16, [&](int64_t j) -> Value {
-        Value w = raw[codeWords + j / 4];
-        if (!packed)
-          return w;
-        if (j % 4)
-          w = arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(8 * (j % 4)));
-        return arith::AndIOp::create(k.b, k.loc, w, g.ci32(0xFF));
+      g, raw.take_front(codeWords), n, table, f16, [&](int64_t j) {
+        return nvfp4RawScaleByte(g, raw.drop_front(codeWords), n, j);
       });
 }
 

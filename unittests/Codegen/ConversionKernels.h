@@ -141,6 +141,17 @@ inline Value emulatedPrmt(KB &k, Value lo, Value hi, Value sel) {
   return arith::TruncIOp::create(b, loc, k.i32, out);
 }
 
+/// The 8-code word codes[i] | codes[i + 1] << 16 of two 4-code quads
+/// (i32 buffer `codes`, codes in bits 0-15).
+inline Value nvfp4OctetOfQuads(KB &k, Value codes, Value i) {
+  auto load = [&](Value at) -> Value {
+    return LLVM::LoadOp::create(k.b, k.loc, k.i32, k.gep(codes, at, k.i32));
+  };
+  return arith::OrIOp::create(
+      k.b, k.loc, load(i),
+      arith::ShLIOp::create(k.b, k.loc, load(k.iadd(i, k.c(1))), k.ci(16)));
+}
+
 /// The body of `nvfp4bf16`: buffers table (i32[1024], nvfp4BF16Table),
 /// codes (i32[n], 4 codes in bits 0-15), scales (i32[n], a byte each), out
 /// (i32[2 n]), octets (i32[2 n]); out[2i], out[2i + 1] = nvfp4Words(codes[i],
@@ -173,10 +184,7 @@ inline void emitNvfp4Bf16Kernel(KB &k, const BytePermute &prmt) {
   });
   k.loop(k.c(0), k.idiv(k.scalar(0), k.c(2)), [&](Value j) {
     Value i = k.imul(j, k.c(2));
-    Value word = arith::OrIOp::create(
-        b, loc, load(codes, i),
-        arith::ShLIOp::create(b, loc, load(codes, k.iadd(i, k.c(1))),
-                              k.ci(16)));
+    Value word = nvfp4OctetOfQuads(k, codes, i);
     std::array<Value, 4> w = nvfp4OctetWords(k, prmt, word, tableRow(i));
     for (int64_t e = 0; e < 4; ++e)
       LLVM::StoreOp::create(
@@ -201,10 +209,7 @@ inline void emitNvfp4E4M3Kernel(KB &k, const BytePermute &prmt) {
   };
   k.loop(k.c(0), k.idiv(k.scalar(0), k.c(2)), [&](Value j) {
     Value i = k.imul(j, k.c(2));
-    Value word = arith::OrIOp::create(
-        b, loc, load(codes, i),
-        arith::ShLIOp::create(b, loc, load(codes, k.iadd(i, k.c(1))),
-                              k.ci(16)));
+    Value word = nvfp4OctetOfQuads(k, codes, i);
     Value s =
         arith::IndexCastOp::create(b, loc, b.getIndexType(), load(scales, i));
     SmallVector<Value> row = {load(table, k.imul(s, k.c(2))),
