@@ -63,6 +63,15 @@ uint32_t floatToBits(float f) {
   return u;
 }
 
+/// The E4M3 byte of the NVFP4 value of E2M1 `code` with E4M3 `scale`: the
+/// FP32 product rounded to E4M3, saturating at +-448 (msa-m3-spec.md §4.2
+/// `inference.dequant`), from LowPrecision.h's conversions.
+uint8_t nvfp4ToE4M3Byte(int code, int scale) {
+  return numerics::floatToE4M3(
+      numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
+      numerics::e4m3ToFloat(static_cast<uint8_t>(scale)));
+}
+
 /// A kernel `void NAME(void **buffers, const int64_t *scalars)` whose body
 /// `emit` builds through a KB, compiled for the host like the generated
 /// kernels (lowerKernelsToLLVM, emitHostSharedObject) and loaded.
@@ -146,9 +155,7 @@ TEST(Fp8KernelTest, GeneratedConversionsMatchLowPrecision) {
   }
   for (int scale = 0; scale < 0x7F; ++scale)
     for (int code = 0; code < 16; ++code) {
-      float product = numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
-                      numerics::e4m3ToFloat(static_cast<uint8_t>(scale));
-      uint8_t want = numerics::floatToE4M3(product);
+      uint8_t want = nvfp4ToE4M3Byte(code, scale);
       EXPECT_EQ(int(table[scale * 16 + code]), int(want))
           << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex << scale;
     }
@@ -318,10 +325,7 @@ TEST(Nvfp4CacheRowTest, EveryCodeTimesEveryScaleReadsAsFP8) {
   Nvfp4Run run = runNvfp4(compiled.function, none, q, &cache);
   for (int s = 0; s < 0x7F; ++s)
     for (int code = 0; code < 16; ++code) {
-      float product = numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
-                      numerics::e4m3ToFloat(static_cast<uint8_t>(s));
-      product = std::min(448.0f, std::max(-448.0f, product));
-      float want = numerics::e4m3ToFloat(numerics::floatToE4M3(product));
+      float want = numerics::e4m3ToFloat(nvfp4ToE4M3Byte(code, s));
       EXPECT_TRUE(
           sameFloat(run.out[(s / 2) * kDim + (s % 2) * 16 + code], want))
           << "E2M1 code " << code << " x E4M3 scale 0x" << std::hex << s;
@@ -416,9 +420,7 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
   for (size_t n = 0; n < codes.size() && failures < 20; ++n)
     for (int i = 0; i < 4; ++i) {
       const int code = (codes[n] >> (4 * i)) & 15, s = scales[n];
-      const float want = numerics::e4m3ToFloat(numerics::floatToE4M3(
-          numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
-          numerics::e4m3ToFloat(static_cast<uint8_t>(s))));
+      const float want = numerics::e4m3ToFloat(nvfp4ToE4M3Byte(code, s));
       // The quad decode, then the 8-code decode of the same codes.
       for (const std::vector<int32_t> *words : {&out, &octets}) {
         const uint16_t got = static_cast<uint16_t>(
@@ -466,9 +468,7 @@ TEST(Fp8KernelTest, Nvfp4ToE4M3DecodeMatchesLowPrecision) {
   for (size_t n = 0; n < codes.size() && failures < 20; ++n)
     for (int i = 0; i < 4; ++i) {
       const int code = (codes[n] >> (4 * i)) & 15, s = scales[n];
-      const uint8_t want = numerics::floatToE4M3(
-          numerics::e2m1ToFloat(static_cast<uint8_t>(code)) *
-          numerics::e4m3ToFloat(static_cast<uint8_t>(s)));
+      const uint8_t want = nvfp4ToE4M3Byte(code, s);
       const auto got = static_cast<uint8_t>(uint32_t(out[n]) >> (8 * i));
       const bool nan = (want & 0x7F) == 0x7F;
       if (nan ? (got & 0x7F) != 0x7F : got != want) {
