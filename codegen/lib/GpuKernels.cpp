@@ -6060,6 +6060,354 @@ void ropeKernel(GK &g, msa::RoPEOp op) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// Indexer on warpgroup MMA (sm_90a)
+//===----------------------------------------------------------------------===//
+
+static llvm::cl::opt<llvm::cl::boolOrDefault> indexWgmma(
+    "gpu-index-wgmma", llvm::cl::Hidden,
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("On targets with warpgroup MMA (sm_90a), the indexer "
+                   "scores each block with wgmma.mma_async from shared "
+                   "memory (indexScoreWgmmaKernel; default: with NVFP4 "
+                   "index keys; tuning)"));
+
+static llvm::cl::opt<int> indexWgmmaCtasPerSM(
+    "gpu-index-wgmma-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(8),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("CTAs per multiprocessor of the wgmma indexer, bounded "
+                   "by 227 KiB of shared memory (tuning)"));
+
+/// Shared-memory bytes of the wgmma indexer's operands: the block's keys
+/// (A: page rows of dI E4M3 bytes) and the token's queries (B: 8 rows of
+/// dI E4M3 bytes), both in the K-major no-swizzle core-matrix layout.
+int64_t indexWgmmaOperandBytes(msa::PagedCacheType type) {
+  return (type.getPageSize() + 8) * type.getHeadDim();
+}
+
+/// True when msa.index_score takes indexScoreWgmmaKernel on targets with
+/// warpgroup MMA: by default with NVFP4 index keys (--gpu-index-wgmma
+/// overrides; see indexScoreWgmmaKernel for the H200 numbers behind it),
+/// when it fits: FP8 or NVFP4
+/// index keys (E4M3 products, the spec's Q8KV8 / Q8KV4 contract), one key
+/// head, bf16 queries, at most 8 index heads (the wgmma's N = 8), dI a
+/// multiple of 32 (the k of one E4M3 wgmma) up to 256, a page a multiple
+/// of 64 keys (the wgmma's M), whose copies divide evenly among the 128
+/// threads, and operands that fit the 48 KiB of static shared memory.
+bool indexScoreWgmmaFits(msa::IndexScoreOp op) {
+  msa::PagedCacheType type = op.getIndexCache().getType();
+  const int64_t d = type.getHeadDim(), page = type.getPageSize(),
+                groups = shapeOf(op.getIndexQueries())[1];
+  const int64_t pieces = page * (d / 32); // of 32 channels
+  const bool wanted = indexWgmma == llvm::cl::BOU_UNSET
+                          ? isNVFP4Cache(type)
+                          : indexWgmma == llvm::cl::BOU_TRUE;
+  return wanted && isDecodedCache(type) && type.getHeads() == 1 &&
+         elementOf(op.getIndexQueries()).isBF16() && groups <= 8 &&
+         d % 32 == 0 && d <= 256 && page % 64 == 0 &&
+         pieces % wgmma::kThreads == 0 &&
+         indexWgmmaOperandBytes(type) + kNvfp4E4M3TableWords * 4 +
+                 4 * groups * 4 <=
+             48 * 1024;
+}
+
+/// The wgmma matrix descriptor of a K-major no-swizzle operand at byte
+/// `offset` of the shared array at shared-window address `smemAddr` (i64),
+/// with leading-dimension byte offset `lbo` (core matrix to the next along
+/// K) and stride byte offset `sbo` (8-row group to the next):
+/// wgmma::descriptor.
+Value wgmmaDescriptorNoSwizzle(KB &k, Value smemAddr, Value offset, int64_t lbo,
+                               int64_t sbo) {
+  auto ci64 = [&](uint64_t v) {
+    return arith::ConstantOp::create(k.b, k.loc,
+                                     k.b.getI64IntegerAttr(int64_t(v)));
+  };
+  Value addr = arith::AddIOp::create(k.b, k.loc, smemAddr, k.toI64(offset));
+  Value start = arith::ShRUIOp::create(
+      k.b, k.loc, arith::AndIOp::create(k.b, k.loc, addr, ci64(0x3FFFF)),
+      ci64(4));
+  return arith::OrIOp::create(k.b, k.loc, start,
+                              ci64(wgmma::descriptorFixedBits(lbo, sbo)));
+}
+
+/// out[g, t, b] as indexScoreMmaKernel (E4M3 products: the queries rounded
+/// to E4M3 times the keys' E4M3 values), scored by warpgroup MMA: CTAs of
+/// one warpgroup, each taking one run of consecutive (t, b) items, one
+/// item at a time.
+///   - A (M = keys): the block's page rows of dI E4M3 bytes in shared
+///     memory, K-major without swizzle: core matrices of 8 keys x 16
+///     channels (128 bytes, key r % 8 at byte 16 (r % 8)), key group r / 8
+///     and channel group c / 16 at core matrix (r / 8) (dI / 16) + c / 16
+///     (leading-dimension byte offset 128, stride byte offset 8 dI). Each
+///     thread loads 32-channel pieces of keys into registers (cacheRowRaw),
+///     turns them into E4M3 bytes (indexKeyE4M3Words: FP8 as stored, NVFP4
+///     decoded) and stores them.
+///   - B (N = 8 index heads, rows past G zero): the token's queries
+///     rounded to E4M3 (queryWordsToE4M3) in the same layout, rewritten
+///     when the CTA's token changes.
+///   - wgmma.mma_async m64n8k32 e4m3 (native FP8 tensor cores: no
+///     widening to f16, unlike mma.sync's E4M3 shape on sm_90), page / 64
+///     key tiles x dI / 32 k-steps; each thread's accumulators hold keys
+///     64 m + 16 warp + lane / 4 (+ 8) x heads 2 (lane % 4) (+ 1)
+///     (wgmma::accumulatorRow / accumulatorCol), max-pooled over the
+///     visible keys by shuffles and across the 4 warps in shared memory
+///     (indexScoreStoreMaxima).
+/// The tensor core accumulates E4M3 products with less than FP32
+/// precision (the PTX ISA leaves it unspecified), so scores may differ
+/// from indexScoreMmaKernel's in their last bits; bench/m3_ops_check.py
+/// bounds them against PyTorch.
+///
+/// On the H200 at 128K (docs/perf.md, seventeenth session; us at batch 8
+/// / 1) NVFP4 keys take it by default: 40.4-40.7 / 11.1-11.5 against
+/// indexScoreMmaKernel's 41.3-41.8 / 12.0-12.2. FP8 keys keep
+/// indexScoreMmaKernel: 65-67 / 13.9-14.1 here against 38.4-39.2 /
+/// 10.7-11.0 (with the same structure, the FP8 block's 16 KiB take twice
+/// as long as NVFP4's 9 KiB; why the one-item-at-a-time CTA reaches only
+/// about 1.8 TB/s is not established). Staging the FP8 keys by cp.async
+/// (75-79 us at batch 8), strided items (NVFP4 43.0) and loading the next
+/// item's keys during the current one (NVFP4 40.7-41.9 at 6-8 CTAs per SM,
+/// 12.1-13.1 at batch 1) were no better.
+void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
+  KB &k = g.k;
+  MLIRContext *ctx = k.b.getContext();
+  const IndexScoreArgs a(g, op);
+  msa::PagedCacheType type = a.type;
+  const int64_t groups = a.groups, d = a.d, page = a.page;
+  const int64_t coreCols = d / 16;    // core matrices along K
+  const int64_t sbo = coreCols * 128; // 8-row groups
+  const int64_t aBytes = page * d, bBytes = 8 * d;
+  const int64_t ctas = std::clamp<int64_t>(
+      indexWgmmaCtasPerSM, 1,
+      (227 * 1024) / (indexWgmmaOperandBytes(type) + 2 * 1024));
+  g.declareLaunch(g.threads, 0, ctas);
+  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+  auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+  Type i8 = k.b.getI8Type();
+  Value smem = g.sharedSpace(i8, aBytes + bBytes, 128);
+  Value smemAddr = LLVM::PtrToIntOp::create(k.b, k.loc, k.i64, smem);
+  auto sharedByte = [&](Value byte) {
+    return LLVM::GEPOp::create(k.b, k.loc, sharedT, i8, smem,
+                               ValueRange{k.toI64(byte)});
+  };
+  // Byte of the 16 channels 16 c.. of key (or head) r in an operand.
+  auto coreByte = [&](Value r, Value c) {
+    return k.iadd(
+        k.imul(k.iadd(k.imul(k.idiv(r, k.c(8)), k.c(coreCols)), c), k.c(128)),
+        k.imul(k.irem(r, k.c(8)), k.c(16)));
+  };
+  auto fenceAsync = [&] {
+    NVVM::FenceProxyOp::create(
+        k.b, k.loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  };
+
+  // NVFP4: the decode table in shared memory (as indexScoreMmaKernel).
+  Value decodeTable;
+  const bool nvfp4 = isNVFP4Cache(type);
+  if (nvfp4 && !g.e2m1) {
+    static const std::array<int32_t, kNvfp4E4M3TableWords> words =
+        nvfp4E4M3Table();
+    Value global = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT,
+                                                 g.constantWords(words));
+    Value table = g.sharedSpace(k.i32, kNvfp4E4M3TableWords, 16);
+    g.strided(g.tid, k.c(kNvfp4E4M3TableWords / 4), [&](Value r) {
+      Value byte = k.toI64(k.imul(r, k.c(16)));
+      NVVM::CpAsyncOp::create(
+          k.b, k.loc,
+          LLVM::GEPOp::create(k.b, k.loc, sharedT, i8, table, ValueRange{byte}),
+          LLVM::GEPOp::create(k.b, k.loc, globalT, i8, global,
+                              ValueRange{byte}),
+          16, NVVM::LoadCacheModifierKind::CG, Value());
+    });
+    NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+    g.sync();
+    decodeTable = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, table);
+  }
+
+  // B: head h's channels 8 c8..8 c8 + 7 (E4M3 bytes; zero past G) per
+  // task, 8 bytes at coreByte(h, c8 / 2) + 8 (c8 % 2).
+  auto writeQueries = [&](Value t) {
+    auto vec2 = VectorType::get({2}, k.i32);
+    g.strided(g.tid, k.c(8 * (d / 8)), [&](Value j) {
+      Value h = k.idiv(j, k.c(d / 8)), c8 = k.irem(j, k.c(d / 8));
+      Value inGroup = k.icmp(CmpI::ult, h, k.c(groups));
+      Value qRow = k.iadd(k.imul(t, k.c(groups)), g.imin(h, k.c(groups - 1)));
+      SmallVector<Value> qw = g.loadWords(
+          a.q, k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(c8, k.c(4))), 4, true);
+      SmallVector<Value> e = queryWordsToE4M3(g, qw);
+      Value v = LLVM::PoisonOp::create(k.b, k.loc, vec2);
+      for (int64_t i = 0; i < 2; ++i)
+        v = LLVM::InsertElementOp::create(
+            k.b, k.loc, v, k.select(inGroup, e[i], g.ci32(0)), g.ci32(i));
+      Value at =
+          k.iadd(k.c(aBytes), k.iadd(coreByte(h, k.idiv(c8, k.c(2))),
+                                     k.imul(k.irem(c8, k.c(2)), k.c(8))));
+      LLVM::StoreOp::create(k.b, k.loc, v, sharedByte(at), 8);
+    });
+  };
+
+  // A: the block's keys into shared memory. loadKeys issues one item's key
+  // loads into registers (the raw FP8 bytes or NVFP4 codes and scales,
+  // cacheRowRaw), storeKeys decodes them (indexKeyE4M3Words) and stores
+  // them; the query write sits between the two, under the loads' latency.
+  // Piece j of the block (32 channels of a
+  // key) is key r = 8 (j / (8 P)) + j % 8, piece j / 8 % P of its row (P =
+  // dI / 32 pieces per row): eight consecutive threads fill two core
+  // matrices of 128 contiguous bytes, a warp reads whole sectors of 8 keys.
+  const int64_t P = d / 32;
+  const int64_t perThread = page * P / g.threads;
+  const int64_t rawWords = cacheRowRawWords(type, 32);
+  SmallVector<Value> keys, pieces;
+  for (int64_t i = 0; i < perThread; ++i) {
+    Value j = k.iadd(g.tid, k.c(i * g.threads));
+    keys.push_back(
+        k.iadd(k.imul(k.idiv(j, k.c(8 * P)), k.c(8)), k.irem(j, k.c(8))));
+    pieces.push_back(k.irem(k.idiv(j, k.c(8)), k.c(P)));
+  }
+  auto loadKeys = [&](Value phys) {
+    SmallVector<Value> raw;
+    for (int64_t i = 0; i < perThread; ++i)
+      llvm::append_range(raw,
+                         cacheRowRaw(g, type, a.cache, phys, k.c(0), keys[i],
+                                     k.imul(pieces[i], k.c(32)), 32));
+    return raw;
+  };
+  auto storeKeys = [&](ValueRange raw) {
+    auto vec4 = VectorType::get({4}, k.i32);
+    for (int64_t i = 0; i < perThread; ++i) {
+      SmallVector<Value> w = indexKeyE4M3Words(
+          g, type, SmallVector<Value>(raw.slice(i * rawWords, rawWords)), 32,
+          decodeTable);
+      for (int64_t half = 0; half < 2; ++half) {
+        Value v = LLVM::PoisonOp::create(k.b, k.loc, vec4);
+        for (int64_t e = 0; e < 4; ++e)
+          v = LLVM::InsertElementOp::create(k.b, k.loc, v, w[4 * half + e],
+                                            g.ci32(e));
+        Value c = k.iadd(k.imul(pieces[i], k.c(2)), k.c(half));
+        LLVM::StoreOp::create(k.b, k.loc, v, sharedByte(coreByte(keys[i], c)),
+                              16);
+      }
+    }
+  };
+
+  auto accT = LLVM::LLVMStructType::getLiteral(
+      ctx, SmallVector<Type>(4, k.f32)); // m64n8: 64 x 8 / 128 per thread
+  auto wgmmaOp = [&](Value acc, Value descA, Value descB, bool accumulate) {
+    auto e4m3 = NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::e4m3);
+    return NVVM::WgmmaMmaAsyncOp::create(
+               k.b, k.loc, accT, acc, descA, descB,
+               NVVM::MMAShapeAttr::get(ctx, 64, 8, 32), e4m3, e4m3,
+               NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
+               NVVM::WGMMAScaleOutAttr::get(
+                   ctx, accumulate ? NVVM::WGMMAScaleOut::one
+                                   : NVVM::WGMMAScaleOut::zero),
+               NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+               NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+               NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+               NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+               /*satfinite=*/nullptr)
+        .getResult();
+  };
+
+  Value negInf = k.cf(-INFINITY);
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  auto i32Of = [&](Value v) {
+    return arith::IndexCastOp::create(k.b, k.loc, k.i32, v).getResult();
+  };
+  // The first key of this thread's accumulators: 16 warp + lane / 4.
+  Value key0 = i32Of(k.iadd(k.imul(g.warp, k.c(16)), row));
+
+  // Each CTA scores one run of consecutive items w = (t, b) = (w / MB, w %
+  // MB), [c n, min((c + 1) n, T MB)) for CTA c and n = ceil(T MB / CTAs):
+  // consecutive items mostly share their token (its position, sequence and
+  // queries) and read neighbouring block-table entries.
+  Value items = k.imul(a.T, a.MB);
+  Value per = k.idiv(k.iadd(items, g.isub(g.numCtas, k.c(1))), g.numCtas);
+  Value first = k.imul(g.ctaId, per);
+  Value end = g.imin(k.iadd(first, per), items);
+  auto loop =
+      scf::ForOp::create(k.b, k.loc, first, end, k.c(1), ValueRange{k.c(-1)});
+  {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToEnd(loop.getBody());
+    Value w = loop.getInductionVar();
+    Value held = loop.getRegionIterArgs()[0];
+    Value t = k.idiv(w, a.MB), blk = k.irem(w, a.MB);
+    Value p = k.loadIndex(a.pos, t), seq = k.loadIndex(a.seqs, t);
+    Value past = k.icmp(CmpI::sgt, blk, k.idiv(p, k.c(page)));
+    // The key loads first, then the token's queries when it changed (every
+    // thread has passed the previous item's wgmma and
+    // indexScoreStoreMaxima's barriers), the decoded keys, the fence that
+    // makes these stores visible to the async proxy, and every thread's.
+    Value notPast = arith::XOrIOp::create(
+        k.b, k.loc, past,
+        arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(true)));
+    k.ifThen(notPast, [&] {
+      SmallVector<Value> raw = loadKeys(pageOf(k, a.table, seq, blk));
+      k.ifThen(k.icmp(CmpI::ne, t, held), [&] { writeQueries(t); });
+      storeKeys(raw);
+      fenceAsync();
+      g.sync();
+    });
+    g.ifElse(
+        past, {},
+        [&]() -> SmallVector<Value> {
+          indexScorePastBlock(g, a, negInf, t, blk);
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
+          SmallVector<Value> acc;
+          for (int64_t m = 0; m < page / 64; ++m) {
+            Value c = LLVM::PoisonOp::create(k.b, k.loc, accT);
+            for (int64_t s = 0; s < d / 32; ++s) {
+              Value descA = wgmmaDescriptorNoSwizzle(
+                  k, smemAddr, k.c(m * 8 * sbo + s * 256), 128, sbo);
+              Value descB = wgmmaDescriptorNoSwizzle(
+                  k, smemAddr, k.c(aBytes + s * 256), 128, sbo);
+              c = wgmmaOp(c, descA, descB, /*accumulate=*/s > 0);
+            }
+            acc.push_back(c);
+          }
+          NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+          NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+          // Keys past the token's position (slot > min(p - b page, page))
+          // never win; neither does a NaN score.
+          Value last =
+              i32Of(g.imin(g.isub(p, k.imul(blk, k.c(page))), k.c(page)));
+          SmallVector<Value> mh(2, negInf);
+          for (int64_t m = 0; m < page / 64; ++m)
+            for (int64_t i = 0; i < 4; ++i) {
+              Value visible = arith::CmpIOp::create(
+                  k.b, k.loc, CmpI::sle, key0,
+                  arith::SubIOp::create(k.b, k.loc, last,
+                                        g.ci32(64 * m + 8 * (i / 2))));
+              Value sc =
+                  k.mul(LLVM::ExtractValueOp::create(k.b, k.loc, acc[m], i),
+                        k.cf(a.scale));
+              Value better = g.andI(visible, k.fcmp(CmpF::OGT, sc, mh[i % 2]));
+              mh[i % 2] = k.select(better, sc, mh[i % 2]);
+            }
+          for (int64_t e = 0; e < 2; ++e) {
+            for (int64_t off : {4, 8, 16}) {
+              Value o = g.shflXor(mh[e], off);
+              mh[e] = k.select(k.fcmp(CmpF::OGT, o, mh[e]), o, mh[e]);
+            }
+            Value head = k.iadd(k.imul(quad, k.c(2)), k.c(e));
+            k.ifThen(
+                g.andI(g.eq(row, k.c(0)), k.icmp(CmpI::ult, head, k.c(groups))),
+                [&] {
+                  k.storeF(a.partial, k.iadd(k.imul(g.warp, k.c(groups)), head),
+                           mh[e], k.f32);
+                });
+          }
+          indexScoreStoreMaxima(g, a, negInf, t, blk);
+          return {};
+        });
+    scf::YieldOp::create(k.b, k.loc, ValueRange{k.select(past, held, t)});
+  }
+}
 } // namespace
 
 bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
@@ -6153,6 +6501,8 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
     return moeExpertsTileFits(moe, threads);
   if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
     return prologueTiled(PrologueShape(prologue));
+  if (auto score = dyn_cast<msa::IndexScoreOp>(op))
+    return threads == wgmma::kThreads && indexScoreWgmmaFits(score);
   return linearTileFits(op, threads);
 }
 
@@ -6204,8 +6554,13 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
   const bool f16Rows = !wide && f16RowsLaunch(k, op, part, threads);
   // The tensor-core indexer's CTAs (0: indexScoreKernel on `threads`).
   int64_t indexBlock = 0;
-  if (auto score = dyn_cast<msa::IndexScoreOp>(op))
-    indexBlock = indexThreadsFor(score, threads);
+  bool indexOnWgmma = false;
+  if (auto score = dyn_cast<msa::IndexScoreOp>(op)) {
+    indexOnWgmma =
+        wgmma && threads == wgmma::kThreads && indexScoreWgmmaFits(score);
+    indexBlock =
+        indexOnWgmma ? wgmma::kThreads : indexThreadsFor(score, threads);
+  }
   GK g(k, globals, kernelName,
        wide         ? wgmma::kWideThreads
        : f16Rows    ? kF16RowsThreads
@@ -6221,7 +6576,9 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
   }
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
-        if (indexBlock)
+        if (indexOnWgmma)
+          indexScoreWgmmaKernel(g, o);
+        else if (indexBlock)
           indexScoreMmaKernel(g, o);
         else
           indexScoreKernel(g, o);

@@ -50,7 +50,8 @@ int64_t gpuKernelParts(Operation *op);
 
 /// True when `op`'s GPU kernel has a different body on targets with
 /// warpgroup MMA (wgmma.mma_async, sm_90a): the tile GEMM of msa.linear,
-/// msa.logits, the MoE experts and msa.attention_prologue.
+/// msa.logits, the MoE experts and msa.attention_prologue, and the indexer
+/// with NVFP4 index keys (msa.index_score).
 bool hasWgmmaKernel(Operation *op, int64_t threads);
 
 /// True when part `part` of `op`'s GPU kernel decodes NVFP4 cache values
