@@ -1481,6 +1481,37 @@ SmallVector<Value> mmaE4M3(GK &g, ArrayRef<Value> a, ArrayRef<Value> b,
   return out;
 }
 
+/// The NVFP4 -> E4M3 decode table (nvfp4E4M3Table) copied into shared
+/// memory by cp.async, 16 bytes per thread and instruction, as one
+/// committed group: the caller waits for it (cp.async.wait_group and a CTA
+/// barrier) before the first lookup. Returns the table's generic pointer.
+/// On the H200 at 128K a shared-memory table made the (f16) indexer 12 %
+/// faster at batch 8 than one read from global memory (docs/perf.md,
+/// fourteenth session).
+Value nvfp4E4M3TableInShared(GK &g) {
+  KB &k = g.k;
+  static const std::array<int32_t, kNvfp4E4M3TableWords> words =
+      nvfp4E4M3Table();
+  MLIRContext *ctx = k.b.getContext();
+  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
+  auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
+  Value global = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT,
+                                               g.constantWords(words));
+  Value smem = g.sharedSpace(k.i32, kNvfp4E4M3TableWords, 16);
+  g.strided(g.tid, k.c(kNvfp4E4M3TableWords / 4), [&](Value r) {
+    Value byte = k.toI64(k.imul(r, k.c(16)));
+    NVVM::CpAsyncOp::create(
+        k.b, k.loc,
+        LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+                            ValueRange{byte}),
+        LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), global,
+                            ValueRange{byte}),
+        16, NVVM::LoadCacheModifierKind::CG, Value());
+  });
+  NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
+  return LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, smem);
+}
+
 /// out[g, t, b] as indexScoreKernel, with S = Q K^T on tensor cores: one
 /// CTA (indexThreadsFor's size) per (t, b) at a time; each warp takes 8-key
 /// tiles of the block. With FP8 and NVFP4 keys two tiles (16 keys) are the
@@ -1513,34 +1544,12 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
   auto vec4 = VectorType::get({4}, k.i32);
-  // The NVFP4 decode table (nvfp4E4M3Table, unless the target converts
-  // E2M1), copied into shared memory by cp.async when the CTA starts
-  // (waited for, with a barrier, before the first item). On the H200 at
-  // 128K a shared-memory table made the (f16) indexer 12 % faster at batch
-  // 8 than one read from global memory (docs/perf.md, fourteenth session).
+  // The NVFP4 decode table (unless the target converts E2M1), copied into
+  // shared memory when the CTA starts (waited for, with a barrier, before
+  // the first item).
   Value decodeTable;
-  if (isNVFP4Cache(type) && !g.e2m1) {
-    static const std::array<int32_t, kNvfp4E4M3TableWords> words =
-        nvfp4E4M3Table();
-    MLIRContext *ctx = k.b.getContext();
-    auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
-    auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
-    Value global = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT,
-                                                 g.constantWords(words));
-    Value smem = g.sharedSpace(k.i32, kNvfp4E4M3TableWords, 16);
-    g.strided(g.tid, k.c(kNvfp4E4M3TableWords / 4), [&](Value r) {
-      Value byte = k.toI64(k.imul(r, k.c(16)));
-      NVVM::CpAsyncOp::create(
-          k.b, k.loc,
-          LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
-                              ValueRange{byte}),
-          LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), global,
-                              ValueRange{byte}),
-          16, NVVM::LoadCacheModifierKind::CG, Value());
-    });
-    NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
-    decodeTable = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, smem);
-  }
+  if (isNVFP4Cache(type) && !g.e2m1)
+    decodeTable = nvfp4E4M3TableInShared(g);
 
   // Keys as the A operand (an even number of tiles; indexKeysAsAFor).
   const bool keysAsA = indexKeysAsAFor(type) && tiles % 2 == 0;
@@ -4221,9 +4230,10 @@ bool linearTileFits(Operation *op, int64_t threads) {
 
 /// The wgmma matrix descriptor (wgmma::descriptor, base offset 0) of the
 /// operand at byte `offset` of the shared array at shared-window address
-/// `smemAddr` (i64): no swizzle, or with `swizzled` the 64-byte swizzle
-/// (wgmma::kSwizzle64Bits).
-Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset, bool swizzled) {
+/// `smemAddr` (i64), with the address-independent bits `fixed`
+/// (wgmma::descriptorFixedBits, and the swizzle mode's bits).
+Value wgmmaDescriptorWithBits(KB &k, Value smemAddr, Value offset,
+                              uint64_t fixed) {
   auto ci64 = [&](uint64_t v) {
     return arith::ConstantOp::create(k.b, k.loc,
                                      k.b.getI64IntegerAttr(int64_t(v)));
@@ -4232,13 +4242,21 @@ Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset, bool swizzled) {
   Value start = arith::ShRUIOp::create(
       k.b, k.loc, arith::AndIOp::create(k.b, k.loc, addr, ci64(0x3FFFF)),
       ci64(4));
+  return arith::OrIOp::create(k.b, k.loc, start, ci64(fixed));
+}
+
+/// The wgmma matrix descriptor (wgmma::descriptor, base offset 0) of the
+/// operand at byte `offset` of the shared array at shared-window address
+/// `smemAddr` (i64): no swizzle, or with `swizzled` the 64-byte swizzle
+/// (wgmma::kSwizzle64Bits).
+Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset, bool swizzled) {
   uint64_t fixed =
       swizzled
           ? wgmma::descriptorFixedBits(wgmma::kSwizzleLeadingByteOffset,
                                        wgmma::kSwizzleStrideByteOffset) |
                 wgmma::kSwizzle64Bits
           : wgmma::descriptorFixedBits(kLeadingByteOffset, kStrideByteOffset);
-  return arith::OrIOp::create(k.b, k.loc, start, ci64(fixed));
+  return wgmmaDescriptorWithBits(k, smemAddr, offset, fixed);
 }
 
 /// The operand rows of one work item of the tile GEMM, both bf16 and
@@ -6118,16 +6136,8 @@ bool indexScoreWgmmaFits(msa::IndexScoreOp op) {
 /// wgmma::descriptor.
 Value wgmmaDescriptorNoSwizzle(KB &k, Value smemAddr, Value offset, int64_t lbo,
                                int64_t sbo) {
-  auto ci64 = [&](uint64_t v) {
-    return arith::ConstantOp::create(k.b, k.loc,
-                                     k.b.getI64IntegerAttr(int64_t(v)));
-  };
-  Value addr = arith::AddIOp::create(k.b, k.loc, smemAddr, k.toI64(offset));
-  Value start = arith::ShRUIOp::create(
-      k.b, k.loc, arith::AndIOp::create(k.b, k.loc, addr, ci64(0x3FFFF)),
-      ci64(4));
-  return arith::OrIOp::create(k.b, k.loc, start,
-                              ci64(wgmma::descriptorFixedBits(lbo, sbo)));
+  return wgmmaDescriptorWithBits(k, smemAddr, offset,
+                                 wgmma::descriptorFixedBits(lbo, sbo));
 }
 
 /// out[g, t, b] as indexScoreMmaKernel (E4M3 products: the queries rounded
@@ -6180,7 +6190,6 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
       indexWgmmaCtasPerSM, 1,
       (227 * 1024) / (indexWgmmaOperandBytes(type) + 2 * 1024));
   g.declareLaunch(g.threads, 0, ctas);
-  auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
   auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
   Type i8 = k.b.getI8Type();
   Value smem = g.sharedSpace(i8, aBytes + bBytes, 128);
@@ -6203,26 +6212,10 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
 
   // NVFP4: the decode table in shared memory (as indexScoreMmaKernel).
   Value decodeTable;
-  const bool nvfp4 = isNVFP4Cache(type);
-  if (nvfp4 && !g.e2m1) {
-    static const std::array<int32_t, kNvfp4E4M3TableWords> words =
-        nvfp4E4M3Table();
-    Value global = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT,
-                                                 g.constantWords(words));
-    Value table = g.sharedSpace(k.i32, kNvfp4E4M3TableWords, 16);
-    g.strided(g.tid, k.c(kNvfp4E4M3TableWords / 4), [&](Value r) {
-      Value byte = k.toI64(k.imul(r, k.c(16)));
-      NVVM::CpAsyncOp::create(
-          k.b, k.loc,
-          LLVM::GEPOp::create(k.b, k.loc, sharedT, i8, table, ValueRange{byte}),
-          LLVM::GEPOp::create(k.b, k.loc, globalT, i8, global,
-                              ValueRange{byte}),
-          16, NVVM::LoadCacheModifierKind::CG, Value());
-    });
-    NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
+  if (isNVFP4Cache(type) && !g.e2m1) {
+    decodeTable = nvfp4E4M3TableInShared(g);
     NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
     g.sync();
-    decodeTable = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, table);
   }
 
   // B: head h's channels 8 c8..8 c8 + 7 (E4M3 bytes; zero past G) per
