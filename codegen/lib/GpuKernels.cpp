@@ -6086,21 +6086,33 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> indexWgmma(
     "gpu-index-wgmma", llvm::cl::Hidden,
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
     llvm::cl::desc("On targets with warpgroup MMA (sm_90a), the indexer "
-                   "scores each block with wgmma.mma_async from shared "
-                   "memory (indexScoreWgmmaKernel; default: with NVFP4 "
-                   "index keys; tuning)"));
+                   "scores each block with wgmma.mma_async "
+                   "(indexScoreWgmmaKernel; default: with NVFP4 index "
+                   "keys; tuning)"));
 
 static llvm::cl::opt<int> indexWgmmaCtasPerSM(
-    "gpu-index-wgmma-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(8),
+    "gpu-index-wgmma-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
     llvm::cl::desc("CTAs per multiprocessor of the wgmma indexer, bounded "
-                   "by 227 KiB of shared memory (tuning)"));
+                   "by 227 KiB of shared memory (default 0: 6 with the keys "
+                   "in registers, 8 with the keys in shared memory; "
+                   "tuning)"));
 
-/// Shared-memory bytes of the wgmma indexer's operands: the block's keys
-/// (A: page rows of dI E4M3 bytes) and the token's queries (B: 8 rows of
-/// dI E4M3 bytes), both in the K-major no-swizzle core-matrix layout.
+static llvm::cl::opt<bool> indexWgmmaRegisterKeys(
+    "gpu-index-wgmma-register-keys", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The wgmma indexer takes the keys as A from registers "
+                   "(each warp's 16 rows of a 64-key tile in the mma "
+                   "fragment layout; the default) or from shared memory "
+                   "(=false; tuning)"));
+
+/// Shared-memory bytes of the wgmma indexer's operands: the token's
+/// queries (B: 8 rows of dI E4M3 bytes) and, unless the keys are taken
+/// from registers, the block's keys (A: page rows of dI E4M3 bytes), both
+/// in the K-major no-swizzle core-matrix layout.
 int64_t indexWgmmaOperandBytes(msa::PagedCacheType type) {
-  return (type.getPageSize() + 8) * type.getHeadDim();
+  const int64_t keyRows = indexWgmmaRegisterKeys ? 0 : type.getPageSize();
+  return (keyRows + 8) * type.getHeadDim();
 }
 
 /// True when msa.index_score takes indexScoreWgmmaKernel on targets with
@@ -6140,21 +6152,63 @@ Value wgmmaDescriptorNoSwizzle(KB &k, Value smemAddr, Value offset, int64_t lbo,
                                  wgmma::descriptorFixedBits(lbo, sbo));
 }
 
+/// `wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3` with A from
+/// registers: `a` holds this thread's four A words in mma.m16n8k32's
+/// 8-bit A fragment layout over its warp's 16 rows of the 64 (word 0: row
+/// lane / 4, bytes k = 4 (lane % 4) + 0..3; word 1: row + 8; words 2 and
+/// 3: k + 16), B (8 columns) comes from the shared-memory descriptor
+/// `descB`, and `acc` (a struct of four f32) is added to unless
+/// `accumulate` is false. Inline PTX, as the NVVM dialect's
+/// WgmmaMmaAsyncOp takes A by descriptor only; the caller issues
+/// wgmma.fence before and commit / wait after, and keeps `a` unchanged
+/// until the wait (PTX ISA, wgmma.mma_async).
+Value wgmmaE4M3RegisterA(KB &k, Value acc, ArrayRef<Value> a, Value descB,
+                         bool accumulate) {
+  SmallVector<Value> operands;
+  for (int64_t i = 0; i < 4; ++i)
+    operands.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, acc, i));
+  llvm::append_range(operands, a);
+  operands.push_back(descB);
+  operands.push_back(arith::ConstantOp::create(
+      k.b, k.loc, k.b.getI32IntegerAttr(accumulate ? 1 : 0)));
+  static constexpr const char *kAsm =
+      "{\n.reg .pred p;\nsetp.ne.b32 p, $13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+      "{$0, $1, $2, $3}, {$8, $9, $10, $11}, $12, p, 1, 1;\n}";
+  return LLVM::InlineAsmOp::create(
+             k.b, k.loc, acc.getType(), operands, kAsm,
+             "=f,=f,=f,=f,0,1,2,3,r,r,r,r,l,n", /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(k.b.getContext(),
+                                       LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getRes();
+}
+
 /// out[g, t, b] as indexScoreMmaKernel (E4M3 products: the queries rounded
 /// to E4M3 times the keys' E4M3 values), scored by warpgroup MMA: CTAs of
 /// one warpgroup, each taking one run of consecutive (t, b) items, one
 /// item at a time.
-///   - A (M = keys): the block's page rows of dI E4M3 bytes in shared
-///     memory, K-major without swizzle: core matrices of 8 keys x 16
-///     channels (128 bytes, key r % 8 at byte 16 (r % 8)), key group r / 8
-///     and channel group c / 16 at core matrix (r / 8) (dI / 16) + c / 16
-///     (leading-dimension byte offset 128, stride byte offset 8 dI). Each
-///     thread loads 32-channel pieces of keys into registers (cacheRowRaw),
-///     turns them into E4M3 bytes (indexKeyE4M3Words: FP8 as stored, NVFP4
-///     decoded) and stores them.
+///   - A (M = keys), by default from registers
+///     (--gpu-index-wgmma-register-keys): per 64-key tile m, each thread
+///     loads keys 64 m + 16 warp + lane / 4 (+ 8), channels
+///     [(lane % 4) dI / 4, (lane % 4 + 1) dI / 4) (cacheRowRaw), turns
+///     them into E4M3 words (indexKeyE4M3Words: FP8 as stored, NVFP4
+///     decoded) and hands k-step s its words 2 s and 2 s + 1 as the A
+///     fragment (wgmmaE4M3RegisterA): k position 4 (lane % 4) + j of
+///     k-step s is channel (lane % 4) dI / 4 + 8 s + j, 16 + 4 (lane % 4)
+///     + j is channel (lane % 4) dI / 4 + 8 s + 4 + j, the channel order
+///     of indexScoreMmaKernel's lanes. With =false the block's page rows
+///     of dI E4M3 bytes go to shared memory, K-major without swizzle: core
+///     matrices of 8 keys x 16 channels (128 bytes, key r % 8 at byte
+///     16 (r % 8)), key group r / 8 and channel group c / 16 at core
+///     matrix (r / 8) (dI / 16) + c / 16 (leading-dimension byte offset
+///     128, stride byte offset 8 dI), each thread loading and storing
+///     32-channel pieces of keys.
 ///   - B (N = 8 index heads, rows past G zero): the token's queries
 ///     rounded to E4M3 (queryWordsToE4M3) in the same layout, rewritten
-///     when the CTA's token changes.
+///     when the CTA's token changes; with register keys their channels
+///     are permuted into the A fragment's k order above.
 ///   - wgmma.mma_async m64n8k32 e4m3 (native FP8 tensor cores: no
 ///     widening to f16, unlike mma.sync's E4M3 shape on sm_90), page / 64
 ///     key tiles x dI / 32 k-steps; each thread's accumulators hold keys
@@ -6167,13 +6221,17 @@ Value wgmmaDescriptorNoSwizzle(KB &k, Value smemAddr, Value offset, int64_t lbo,
 /// from indexScoreMmaKernel's in their last bits; bench/m3_ops_check.py
 /// bounds them against PyTorch.
 ///
-/// On the H200 at 128K (docs/perf.md, seventeenth session; us at batch 8
-/// / 1) NVFP4 keys take it by default: 40.4-40.7 / 11.1-11.5 against
-/// indexScoreMmaKernel's 41.3-41.8 / 12.0-12.2. FP8 keys keep
-/// indexScoreMmaKernel: 65-67 / 13.9-14.1 here against 38.4-39.2 /
-/// 10.7-11.0 (with the same structure, the FP8 block's 16 KiB take twice
-/// as long as NVFP4's 9 KiB; why the one-item-at-a-time CTA reaches only
-/// about 1.8 TB/s is not established). Staging the FP8 keys by cp.async
+/// On the H200 at 128K (docs/perf.md, seventeenth and eighteenth
+/// sessions; us at batch 8 / 1) NVFP4 keys take it by default, with the
+/// keys in registers at 6 CTAs per SM (80 registers): 34.7-35.5 /
+/// 11.4-11.7, against 40.0-40.6 / 11.3-11.7 with the keys in shared
+/// memory at 8 CTAs, indexScoreMmaKernel's 41.3-41.8 / 12.0-12.2 and FP8
+/// keys' 38.3-38.5 / 10.5-10.8 on indexScoreMmaKernel. At 8 CTAs per SM
+/// the register-key kernel is capped at 64 registers, spills and ptxas
+/// serializes its wgmmas (37.9-38.2); 4 and 5 CTAs give 37.1 / 10.4-10.6
+/// and 36.1-36.3 / 10.8-10.9. FP8 keys keep indexScoreMmaKernel: here
+/// they take 38.1-39.3 / 10.9-11.1 with the keys in registers (4-5 CTAs)
+/// and 65-75 / 14-16 from shared memory. Staging the FP8 keys by cp.async
 /// (75-79 us at batch 8), strided items (NVFP4 43.0) and loading the next
 /// item's keys during the current one (NVFP4 40.7-41.9 at 6-8 CTAs per SM,
 /// 12.1-13.1 at batch 1) were no better.
@@ -6185,10 +6243,14 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
   const int64_t groups = a.groups, d = a.d, page = a.page;
   const int64_t coreCols = d / 16;    // core matrices along K
   const int64_t sbo = coreCols * 128; // 8-row groups
-  const int64_t aBytes = page * d, bBytes = 8 * d;
+  // With the keys in registers only B (the queries) is in shared memory.
+  const bool regKeys = indexWgmmaRegisterKeys;
+  const int64_t aBytes = regKeys ? 0 : page * d, bBytes = 8 * d;
   const int64_t ctas = std::clamp<int64_t>(
-      indexWgmmaCtasPerSM, 1,
-      (227 * 1024) / (indexWgmmaOperandBytes(type) + 2 * 1024));
+      indexWgmmaCtasPerSM > 0 ? indexWgmmaCtasPerSM.getValue()
+      : regKeys               ? 6
+                              : 8,
+      1, (227 * 1024) / (indexWgmmaOperandBytes(type) + 2 * 1024));
   g.declareLaunch(g.threads, 0, ctas);
   auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
   Type i8 = k.b.getI8Type();
@@ -6229,6 +6291,19 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
       SmallVector<Value> qw = g.loadWords(
           a.q, k.iadd(k.imul(qRow, k.c(d / 2)), k.imul(c8, k.c(4))), 4, true);
       SmallVector<Value> e = queryWordsToE4M3(g, qw);
+      if (regKeys) {
+        // Channels 8 c8.. are bytes 8 s.. of quad q's d / 4 channels (q =
+        // 8 c8 / (d / 4), s = 8 c8 % (d / 4) / 8): k positions 4 q..4 q + 3
+        // and 16 + 4 q.. of k-step s, where the A fragment puts them.
+        Value qd = k.idiv(c8, k.c(d / 32)), st = k.irem(c8, k.c(d / 32));
+        for (int64_t i = 0; i < 2; ++i) {
+          Value at = k.iadd(coreByte(h, k.iadd(k.imul(st, k.c(2)), k.c(i))),
+                            k.imul(qd, k.c(4)));
+          LLVM::StoreOp::create(k.b, k.loc, k.select(inGroup, e[i], g.ci32(0)),
+                                sharedByte(at), 4);
+        }
+        return;
+      }
       Value v = LLVM::PoisonOp::create(k.b, k.loc, vec2);
       for (int64_t i = 0; i < 2; ++i)
         v = LLVM::InsertElementOp::create(
@@ -6249,7 +6324,23 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
   // dI / 32 pieces per row): eight consecutive threads fill two core
   // matrices of 128 contiguous bytes, a warp reads whole sectors of 8 keys.
   const int64_t P = d / 32;
-  const int64_t perThread = page * P / g.threads;
+  const int64_t perThread = regKeys ? 0 : page * P / g.threads;
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  // With regKeys, this thread's A rows: key 64 m + 16 warp + lane / 4 (+ 8)
+  // of each 64-key tile m, channels [quad dI / 4, (quad + 1) dI / 4)
+  // (cacheRowRaw of dI / 4 channels, tile-major, row then row + 8).
+  const int64_t regRawWords = cacheRowRawWords(type, d / 4);
+  auto loadRegisterKeys = [&](Value phys) {
+    SmallVector<Value> raw;
+    for (int64_t m = 0; m < page / 64; ++m)
+      for (int64_t half = 0; half < 2; ++half) {
+        Value key = k.iadd(k.iadd(k.imul(g.warp, k.c(16)), row),
+                           k.c(64 * m + 8 * half));
+        llvm::append_range(raw, cacheRowRaw(g, type, a.cache, phys, k.c(0), key,
+                                            k.imul(quad, k.c(d / 4)), d / 4));
+      }
+    return raw;
+  };
   const int64_t rawWords = cacheRowRawWords(type, 32);
   SmallVector<Value> keys, pieces;
   for (int64_t i = 0; i < perThread; ++i) {
@@ -6304,7 +6395,6 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
   };
 
   Value negInf = k.cf(-INFINITY);
-  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   auto i32Of = [&](Value v) {
     return arith::IndexCastOp::create(k.b, k.loc, k.i32, v).getResult();
   };
@@ -6336,13 +6426,16 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
     Value notPast = arith::XOrIOp::create(
         k.b, k.loc, past,
         arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(true)));
-    k.ifThen(notPast, [&] {
-      SmallVector<Value> raw = loadKeys(pageOf(k, a.table, seq, blk));
-      k.ifThen(k.icmp(CmpI::ne, t, held), [&] { writeQueries(t); });
-      storeKeys(raw);
-      fenceAsync();
-      g.sync();
-    });
+    k.ifThen(regKeys
+                 ? arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(false))
+                 : notPast,
+             [&] {
+               SmallVector<Value> raw = loadKeys(pageOf(k, a.table, seq, blk));
+               k.ifThen(k.icmp(CmpI::ne, t, held), [&] { writeQueries(t); });
+               storeKeys(raw);
+               fenceAsync();
+               g.sync();
+             });
     g.ifElse(
         past, {},
         [&]() -> SmallVector<Value> {
@@ -6350,11 +6443,38 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
           return {};
         },
         [&]() -> SmallVector<Value> {
+          // With regKeys: the keys into registers, the token's queries
+          // when it changed (made visible to the async proxy and every
+          // thread), the keys' E4M3 words as the A fragments.
+          SmallVector<SmallVector<Value>> aWords;
+          if (regKeys) {
+            SmallVector<Value> raw =
+                loadRegisterKeys(pageOf(k, a.table, seq, blk));
+            k.ifThen(k.icmp(CmpI::ne, t, held), [&] {
+              writeQueries(t);
+              fenceAsync();
+              g.sync();
+            });
+            for (int64_t r = 0; r < 2 * (page / 64); ++r)
+              aWords.push_back(indexKeyE4M3Words(
+                  g, type,
+                  SmallVector<Value>(
+                      ArrayRef<Value>(raw).slice(r * regRawWords, regRawWords)),
+                  d / 4, decodeTable));
+          }
           NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
           SmallVector<Value> acc;
           for (int64_t m = 0; m < page / 64; ++m) {
             Value c = LLVM::PoisonOp::create(k.b, k.loc, accT);
-            for (int64_t s = 0; s < d / 32; ++s) {
+            for (int64_t s = 0; s < d / 32 && regKeys; ++s) {
+              ArrayRef<Value> r0 = aWords[2 * m], r8 = aWords[2 * m + 1];
+              Value descB = wgmmaDescriptorNoSwizzle(
+                  k, smemAddr, k.c(aBytes + s * 256), 128, sbo);
+              c = wgmmaE4M3RegisterA(
+                  k, c, {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]},
+                  descB, /*accumulate=*/s > 0);
+            }
+            for (int64_t s = 0; s < d / 32 && !regKeys; ++s) {
               Value descA = wgmmaDescriptorNoSwizzle(
                   k, smemAddr, k.c(m * 8 * sbo + s * 256), 128, sbo);
               Value descB = wgmmaDescriptorNoSwizzle(
