@@ -6431,16 +6431,14 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
     Value notPast = arith::XOrIOp::create(
         k.b, k.loc, past,
         arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(true)));
-    k.ifThen(regKeys
-                 ? arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(false))
-                 : notPast,
-             [&] {
-               SmallVector<Value> raw = loadKeys(pageOf(k, a.table, seq, blk));
-               k.ifThen(k.icmp(CmpI::ne, t, held), [&] { writeQueries(t); });
-               storeKeys(raw);
-               fenceAsync();
-               g.sync();
-             });
+    if (!regKeys)
+      k.ifThen(notPast, [&] {
+        SmallVector<Value> raw = loadKeys(pageOf(k, a.table, seq, blk));
+        k.ifThen(k.icmp(CmpI::ne, t, held), [&] { writeQueries(t); });
+        storeKeys(raw);
+        fenceAsync();
+        g.sync();
+      });
     g.ifElse(
         past, {},
         [&]() -> SmallVector<Value> {
@@ -6471,20 +6469,21 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
           SmallVector<Value> acc;
           for (int64_t m = 0; m < page / 64; ++m) {
             Value c = LLVM::PoisonOp::create(k.b, k.loc, accT);
-            for (int64_t s = 0; s < d / 32 && regKeys; ++s) {
-              ArrayRef<Value> r0 = aWords[2 * m], r8 = aWords[2 * m + 1];
+            for (int64_t s = 0; s < d / 32; ++s) {
+              Value descA = regKeys ? Value()
+                                    : wgmmaDescriptorNoSwizzle(
+                                          k, smemAddr,
+                                          k.c(m * 8 * sbo + s * 256), 128, sbo);
               Value descB = wgmmaDescriptorNoSwizzle(
                   k, smemAddr, k.c(aBytes + s * 256), 128, sbo);
+              if (!regKeys) {
+                c = wgmmaOp(c, descA, descB, /*accumulate=*/s > 0);
+                continue;
+              }
+              ArrayRef<Value> r0 = aWords[2 * m], r8 = aWords[2 * m + 1];
               c = wgmmaE4M3RegisterA(
                   k, c, {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]},
                   descB, /*accumulate=*/s > 0);
-            }
-            for (int64_t s = 0; s < d / 32 && !regKeys; ++s) {
-              Value descA = wgmmaDescriptorNoSwizzle(
-                  k, smemAddr, k.c(m * 8 * sbo + s * 256), 128, sbo);
-              Value descB = wgmmaDescriptorNoSwizzle(
-                  k, smemAddr, k.c(aBytes + s * 256), 128, sbo);
-              c = wgmmaOp(c, descA, descB, /*accumulate=*/s > 0);
             }
             acc.push_back(c);
           }
