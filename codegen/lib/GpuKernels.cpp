@@ -3183,8 +3183,13 @@ constexpr int64_t kF16RowBatchWords = 32;
 /// of 2^-24 (an error of at most 2^-39 of the largest value each, below
 /// the FP32 rounding of a dot product). A row holding Inf or NaN (e = 255)
 /// keeps them, and its dot products are Inf or NaN as with FP32 products.
+/// With `stride` (a multiple of 8, 0: n) the rows of x are `stride` values
+/// apart and the n values converted start at value `column` of each (a
+/// multiple of 8); the shift then follows those n values only.
 void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs,
-               bool swizzle) {
+               bool swizzle, int64_t stride = 0, int64_t column = 0) {
+  if (stride == 0)
+    stride = n;
   KB &k = g.k;
   auto andI = [&](Value v, int64_t m) -> Value {
     return arith::AndIOp::create(k.b, k.loc, v, g.ci32(int32_t(m)));
@@ -3214,7 +3219,8 @@ void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs,
   for (int64_t i = 0; i < batch; ++i) {
     Value row = k.iadd(first, k.c(i));
     rows.push_back(row);
-    Value base = k.imul(g.imin(row, last), k.c(n / 2));
+    Value base =
+        k.iadd(k.imul(g.imin(row, last), k.c(stride / 2)), k.c(column / 2));
     for (int64_t p = 0; p < pieces; ++p) {
       Value piece = pieceOf(p);
       if (ragged)
@@ -3355,37 +3361,63 @@ static llvm::cl::opt<bool> f16RingXRegisters(
 /// take the first 2 n maxRows bytes of the kernel's scratch, the ring
 /// (`stages` KB per warp) follows; with `xInRegisters` each lane holds its
 /// operands of x for all its steps in registers and the ring takes the
-/// whole scratch once they are loaded.
+/// whole scratch once they are loaded. With `halves` = 2 (rows of x that
+/// do not fit the scratch whole) the channels go in two passes of n / 2,
+/// x in registers.
 struct RingRowsF16 {
-  int64_t maxRows = 0, stages = 0;
+  int64_t maxRows = 0, stages = 0, halves = 1;
   bool xInRegisters = false;
 };
 
 /// Deepest ring ringRowsF16 takes, and the shallowest worth taking.
 constexpr int64_t kRingMaxStages = 8, kRingMinStages = 3;
 
+/// Deepest ring at 9-16 rows: with 6 stages (two items' copies ahead)
+/// ptxas spilled 92 bytes in M3's MSA prologue at its 128 registers (16
+/// rows hold 16 words of x per step), with 4 (one item ahead) none.
+constexpr int64_t kRing16MaxStages = 4;
+
 /// Most steps per warp and item for which ringRowsF16 holds x in
-/// registers (8 words each).
+/// registers (8 words each per 8 rows).
 constexpr int64_t kRingMaxRegisterSteps = 8;
 
-/// ringRowsF16's shape for at most `rows` rows of n channels on g's
-/// scratch: stages 0 when it does not fit.
+static llvm::cl::opt<bool> f16RingHalves(
+    "gpu-f16-ring-halves", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("ringRowsF16 takes 9-16 rows of x in two passes over "
+                   "the channels' halves where the rows do not fit the "
+                   "scratch whole (tuning; false: the bf16-decode tiles)"));
+
+/// ringRowsF16's shape for at most `rows` (8 or fewer, or 16) rows of n
+/// channels on g's scratch: stages 0 when it does not fit.
 RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
   RingRowsF16 ring;
   // Each warp adds an equal share (at most a lane each) of a partial
-  // tile's 4 values per lane: 4 to 32 warps, a power of two.
+  // tile's 4 values per lane and group of 8 rows: 4 to 32 warps (8 to 32
+  // for 16 rows), a power of two.
   if (!g.scratch || n % (64 * g.warps) != 0 || g.warps < 4 ||
-      (4 * kWarp) % g.warps != 0)
+      (4 * kWarp) % g.warps != 0 || (rows > 8 && (rows != 16 || g.warps < 8)))
     return ring;
+  // 16 rows in registers cost 16 words a step: half the steps of 8 rows.
+  const int64_t maxSteps =
+      rows > 8 ? kRingMaxRegisterSteps / 2 : kRingMaxRegisterSteps;
+  if (rows > 8 && rows * 2 * n > g.scratchBytes) {
+    if (!f16RingHalves || n % (128 * g.warps) != 0)
+      return ring;
+    ring.halves = 2;
+    n /= 2;
+  }
   // Rows that leave no room for a ring stay in registers instead.
-  ring.xInRegisters = f16RingXRegisters || g.scratchBytes - rows * 2 * n <
-                                               kRingMinStages * g.warps * 1024;
-  if (ring.xInRegisters && (n / (64 * g.warps) > kRingMaxRegisterSteps ||
-                            rows * 2 * n > g.scratchBytes))
+  ring.xInRegisters =
+      f16RingXRegisters || ring.halves > 1 ||
+      g.scratchBytes - rows * 2 * n < kRingMinStages * g.warps * 1024;
+  if (ring.xInRegisters &&
+      (n / (64 * g.warps) > maxSteps || rows * 2 * n > g.scratchBytes))
     return ring;
   const int64_t free = g.scratchBytes - (ring.xInRegisters ? 0 : rows * 2 * n);
   int64_t stages = free / (g.warps * 1024);
   stages = std::min(stages, f16RingStages > 0 ? int64_t(f16RingStages)
+                            : rows > 8        ? kRing16MaxStages
                                               : kRingMaxStages);
   if (stages < kRingMinStages)
     return ring;
@@ -3394,13 +3426,14 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
   return ring;
 }
 
-/// out[r, j] = (x[r] . w[j]) * tail * downs[r] for r < R <= maxRows <= 8
-/// and j < nOut (a multiple of 16) by the CTA's W warps, the weights
-/// streaming through shared memory. x: rowsToF16's swizzled f16 rows in
-/// the scratch `xs` (shared address space); the weights: a
+/// out[r, j] = (x[r] . w[j]) * tail * downs[r] for r < R <= maxRows (at
+/// most 8, or 16) and j < nOut (a multiple of 16) by the CTA's W warps,
+/// the weights streaming through shared memory. x: rowsToF16's swizzled
+/// f16 rows in the scratch `xs` (shared address space); the weights: a
 /// packedF16Format matrix located by wRow (16 consecutive features share
-/// one matrix). `beforeLoop` (rowsToF16) runs after the first copies are
-/// issued, as they do not depend on x (before them with x in registers).
+/// one matrix). `beforeLoop(h)` (rowsToF16 of the channels of pass h) runs
+/// after the first copies are issued, as they do not depend on x (before
+/// them with x in registers).
 ///
 /// One CTA item per 16 features, the n channels split over the warps (n a
 /// multiple of 64 W): warp w takes the 64-channel steps [w n / (64 W),
@@ -3408,31 +3441,46 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// lane (g = lane / 4, t = lane % 4) copies 16 bytes of features g and
 /// g + 8 at channel 16 t of the step by `cp.async` into its own 32 bytes
 /// of the warp's ring stage and reads back only those: no barrier guards
-/// the ring, and the copies of the next stages - 1 steps, across items,
+/// the ring, and the copies of the next stages - 1 steps (across items)
 /// are in flight while a step computes. The weights are the A operand of
 /// f16 mma.sync m16n8k16 (channel 16 t + 4 m + {0, 1} is k = 2 t, 2 t + 1
 /// of the step's mma m, + {2, 3} is k = 2 t + 8, 2 t + 9), x the B operand
-/// the same way (row g as column g, rows past R reading row R - 1): a
-/// weight byte costs half a conversion and 1/256 of an mma. An item's
-/// partial tiles meet in `tiles` (2 x W x 32 x 4 FP32, the half of the
-/// item's parity); every warp adds an equal share of them in warp order
-/// and stores it. With ring.xInRegisters (rows of x that fill the
+/// the same way (row g + 8 u as column g of the mma of rows 8 u to 8 u +
+/// 7, rows past R reading row R - 1): a weight byte costs half a
+/// conversion and 1/256 (1/128 for 16 rows) of an mma. An item's partial
+/// tiles meet in `tiles` (2 x W x 32 x 4 FP32 per group of 8 rows, the
+/// half of the item's parity); every warp adds an equal share of them in
+/// warp order and stores it. With ring.xInRegisters (rows of x that fill the
 /// scratch) each lane loads its x operands of all its steps once, after
-/// `beforeLoop`, and the ring's first copies wait for that. On the H200
-/// (docs/perf.md, thirteenth session) M3's fused FP8 projections ran
-/// 8.5-11 % faster at 2-4 tokens and 4-5 % at 5-8 (x in registers) than
-/// with ctaRowsDots8F16; at one token no faster than the FP32 products.
+/// `beforeLoop`, and the ring's first copies wait for that. With
+/// ring.halves = 2 (16 rows of M3's 6,144 channels: 192 KB of f16 rows)
+/// the CTA runs its items twice, over channels [0, n / 2) then [n / 2, n),
+/// each pass with its own x rows and shift: the first stores (x . w)
+/// downs per value of `out` (an FP32 array), the second adds its own and
+/// multiplies by the tail; each value is stored and reloaded by the same
+/// thread. On the H200 (docs/perf.md, thirteenth session) M3's fused FP8
+/// projections ran 8.5-11 % faster at 2-4 tokens and 4-5 % at 5-8 (x in
+/// registers) than with ctaRowsDots8F16; at one token no faster than the
+/// FP32 products. At 9-16 tokens (two passes; twenty-first session) 20-26 %
+/// faster than the bf16-decode tiles (16 tokens: 40.1-40.6 against
+/// 54.3-55.0 us).
 void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
                  const RingRowsF16 &ring, Value tiles,
                  const std::function<std::pair<WeightRef, Value>(Value)> &wRow,
-                 Value out, Type oe, const std::function<void()> &beforeLoop) {
+                 Value out, Type oe,
+                 const std::function<void(int64_t)> &beforeLoop) {
   KB &k = g.k;
   MLIRContext *ctx = k.b.getContext();
   auto sharedT = LLVM::LLVMPointerType::get(ctx, 3);
   auto globalT = LLVM::LLVMPointerType::get(ctx, 1);
   auto v4 = VectorType::get({4}, k.i32);
-  const int64_t F = 16, per = n / (64 * g.warps), S = ring.stages;
-  const int64_t ringByte = ring.xInRegisters ? 0 : ring.maxRows * 2 * n;
+  assert((ring.halves == 1 || (ring.xInRegisters && oe.isF32())) &&
+         "ringRowsFit: two passes hold x in registers and sum in FP32");
+  const int64_t F = 16, nh = n / ring.halves, per = nh / (64 * g.warps),
+                S = ring.stages;
+  // Groups of 8 rows: the B operands (and mma) per step.
+  const int64_t groups = ring.maxRows > 8 ? 2 : 1;
+  const int64_t ringByte = ring.xInRegisters ? 0 : ring.maxRows * 2 * nh;
   const int64_t stageBytes = 64 * F;
   // 32-bit offsets (the per-step arithmetic), widened at the address.
   auto i32 = [&](Value index) -> Value {
@@ -3463,166 +3511,198 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
   Value left =
       arith::MaxSIOp::create(k.b, k.loc, k.c(0), g.isub(count, g.ctaId));
   Value items = k.idiv(k.iadd(left, g.isub(g.numCtas, k.c(1))), g.numCtas);
-  // The lane's first weight byte (feature g, channel 64 w per + 16 t) of
-  // the CTA's item kk.
-  auto itemBytes = [&](Value kk) -> Value {
-    Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
-    std::pair<WeightRef, Value> wAt = wRow(k.imul(item, k.c(F)));
-    Value base =
-        LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, wAt.first.base);
-    Value byte = k.iadd(wAt.second, k.iadd(k.imul(r, k.c(n)),
-                                           k.iadd(k.imul(g.warp, k.c(per * 64)),
-                                                  k.imul(quad, k.c(16)))));
-    return LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), base,
-                               ValueRange{k.toI64(byte)});
-  };
-  // Step ii of the item whose bytes start at `from`, into ring slot `slot`.
-  auto issue = [&](Value from, int64_t ii, Value slot) {
-    for (int64_t h = 0; h < 2; ++h) {
-      Value src = LLVM::GEPOp::create(
-          k.b, k.loc, globalT, k.b.getI8Type(), from,
-          ArrayRef<LLVM::GEPArg>{int32_t(h * 8 * n + ii * 64)});
-      NVVM::CpAsyncOp::create(k.b, k.loc, ringAt(slot, h), src, 16,
-                              NVVM::LoadCacheModifierKind::CG, Value());
-    }
-  };
-  auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
-  // The CTA's steps run item after item; step s (item s / per, step s %
-  // per of it) uses slot s % S, and its copies issue S - 1 steps earlier.
-  auto firstCopies = [&] {
-    SmallVector<Value> from;
-    for (int64_t s = 0; s + 1 < S; ++s) {
-      const int64_t d = s / per;
-      while (int64_t(from.size()) <= d)
-        from.push_back(itemBytes(k.c(from.size())));
-      k.ifThen(k.icmp(CmpI::ult, k.c(d), items),
-               [&] { issue(from[d], s % per, g.ci32(s % S)); });
-      commit();
-    }
-  };
-  // The first copies do not depend on x: they issue before x converts,
-  // unless the ring overwrites x.
-  if (!ring.xInRegisters)
-    firstCopies();
-  beforeLoop();
-  // The x row of this lane's operand: token g (rows past R read R - 1);
-  // its 16-byte pieces 2 t and 2 t + 1 of a step, swizzled as rowsToF16
-  // stores them (the step's 8 pieces start at a multiple of 8).
-  Value xRow = g.imin(r, k.iadd(R, k.c(-1)));
-  SmallVector<Value> xLane;
-  for (int64_t p = 0; p < 2; ++p) {
-    Value low = arith::XOrIOp::create(
-        k.b, k.loc, k.iadd(k.imul(quad, k.c(2)), k.c(p)), k.irem(xRow, k.c(8)));
-    xLane.push_back(i32(
-        k.iadd(k.imul(xRow, k.c(2 * n)),
-               k.iadd(k.imul(g.warp, k.c(per * 128)), k.imul(low, k.c(16))))));
-  }
-  // x's words of this lane for the item's steps: loaded per step, or (x
-  // in registers) once here, before the ring reuses x's memory.
-  auto xWords = [&](int64_t i) {
-    SmallVector<Value> xw;
-    for (int64_t p = 0; p < 2; ++p) {
-      Value v = LLVM::LoadOp::create(
-          k.b, k.loc, v4, byteAt(sharedT, xs, xLane[p], i * 128), 16);
-      for (int64_t e = 0; e < 4; ++e)
-        xw.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
-    }
-    return xw;
-  };
-  SmallVector<SmallVector<Value>> xHeld;
-  if (ring.xInRegisters) {
-    for (int64_t i = 0; i < per; ++i)
-      xHeld.push_back(xWords(i));
-    g.sync(); // every lane's x is in registers: the ring may overwrite it
-    firstCopies();
-  }
-  // Partial tiles: a lane's c0..c3.
-  const int64_t kept = 4;
+  // Partial tiles: a lane's c0..c3 of each group of rows.
+  const int64_t kept = 4 * groups;
   const int64_t values = kWarp * kept, tileFloats = g.warps * values;
   const int64_t mine = values / g.warps;
-  auto vt = VectorType::get({kept}, k.f32);
+  auto vt = VectorType::get({4}, k.f32);
   const int64_t ahead = (per + S - 2) / per;
-  auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), items, k.c(1));
-  {
-    OpBuilder::InsertionGuard guard(k.b);
-    k.b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value kk = loop.getInductionVar();
-    // Slot of the item's step 0, and the items whose copies its steps
-    // issue.
-    Value b0 = i32(k.irem(k.imul(kk, k.c(per)), k.c(S)));
-    SmallVector<Value> from, valid;
-    for (int64_t d = 0; d <= ahead; ++d) {
-      from.push_back(itemBytes(k.iadd(kk, k.c(d))));
-      valid.push_back(k.icmp(CmpI::ult, k.iadd(kk, k.c(d)), items));
-    }
-    SmallVector<Value> acc(4, k.cf(0));
-    for (int64_t i = 0; i < per; ++i) {
-      // Step i's copies (this lane's own) have landed.
-      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, S - 2);
-      const int64_t ahead_i = i + S - 1, d = ahead_i / per;
-      Value slot =
-          arith::RemUIOp::create(k.b, k.loc, add32(b0, ahead_i), g.ci32(S));
-      k.ifThen(valid[d], [&] { issue(from[d], ahead_i % per, slot); });
-      commit();
-      Value cur = arith::RemUIOp::create(k.b, k.loc, add32(b0, i), g.ci32(S));
-      SmallVector<SmallVector<Value>> f;
-      for (int64_t h = 0; h < 2; ++h)
-        f.push_back(g.e4m3WordsToF16(
-            LLVM::LoadOp::create(k.b, k.loc, v4, ringAt(cur, h), 16), 4));
-      SmallVector<Value> xw = ring.xInRegisters ? xHeld[i] : xWords(i);
-      for (int64_t m = 0; m < 4; ++m)
-        acc =
-            g.mma({f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1]},
-                  {xw[2 * m], xw[2 * m + 1]}, acc, true);
-    }
-    // The partial tiles meet in the half of the item's parity; every warp
-    // adds V / W of the tile's V values in warp order and stores them:
-    // value v = lane' kept + e (lane' the lane that held it) is thread
-    // (v / (V / W), v % (V / W))'s. Readers of a half finish before the
-    // next item's barrier, which writers of the item after pass first.
-    Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
-    Value half = k.irem(kk, k.c(2));
-    auto tileAt = [&](Value warp, Value lane) {
-      return k.gep(
-          tiles,
-          k.iadd(k.imul(half, k.c(tileFloats)),
-                 k.imul(k.iadd(k.imul(warp, k.c(kWarp)), lane), k.c(kept))),
-          k.f32);
+  for (int64_t pass = 0; pass < ring.halves; ++pass) {
+    const bool lastPass = pass + 1 == ring.halves;
+    // The lane's first weight byte (feature g, channel pass nh + 64 w per
+    // + 16 t) of the CTA's item kk.
+    auto itemBytes = [&](Value kk) -> Value {
+      Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
+      std::pair<WeightRef, Value> wAt = wRow(k.imul(item, k.c(F)));
+      Value base =
+          LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, wAt.first.base);
+      Value byte = k.iadd(
+          wAt.second,
+          k.iadd(k.imul(r, k.c(n)),
+                 k.iadd(k.c(pass * nh), k.iadd(k.imul(g.warp, k.c(per * 64)),
+                                               k.imul(quad, k.c(16))))));
+      return LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), base,
+                                 ValueRange{k.toI64(byte)});
     };
-    Value packed = LLVM::UndefOp::create(k.b, k.loc, vt);
-    for (int64_t e = 0; e < kept; ++e)
-      packed =
-          LLVM::InsertElementOp::create(k.b, k.loc, packed, acc[e], g.ci32(e));
-    LLVM::StoreOp::create(k.b, k.loc, packed, tileAt(g.warp, g.lane), 4 * kept);
-    Value v = k.iadd(k.imul(g.warp, k.c(mine)), g.lane);
-    Value holder = k.idiv(v, k.c(kept)), e = k.irem(v, k.c(kept));
-    Value hq = k.irem(holder, k.c(4)), hr = k.idiv(holder, k.c(4));
-    Value j0 = k.imul(item, k.c(F));
-    // c_{2h+e'} is feature g + 8 h of token 2 t + e'.
-    Value row = k.iadd(k.imul(hq, k.c(2)), k.irem(e, k.c(2)));
-    Value j = k.iadd(j0, k.iadd(hr, k.imul(k.idiv(e, k.c(2)), k.c(8))));
-    // The scale loads before the barrier.
-    std::pair<WeightRef, Value> wAt = wRow(j0);
-    Value scale = k.loadF(downs, g.imin(row, k.iadd(R, k.c(-1))), k.f32);
-    if (Value tail = g.packedTail(wAt.first, wAt.second))
-      scale = k.mul(scale, tail);
-    g.sync();
-    k.ifThen(
-        g.andI(k.icmp(CmpI::ult, g.lane, k.c(mine)), k.icmp(CmpI::ult, row, R)),
-        [&] {
-          Value sum;
-          for (int64_t wi = 0; wi < g.warps; ++wi) {
-            Value x = k.loadF(tiles,
-                              k.iadd(k.imul(half, k.c(tileFloats)),
-                                     k.iadd(k.c(wi * values), v)),
-                              k.f32);
-            sum = wi ? k.add(sum, x) : x;
-          }
-          k.storeF(out, k.iadd(k.imul(row, k.c(nOut)), j), k.mul(sum, scale),
-                   oe);
-        });
+    // Step ii of the item whose bytes start at `from`, into ring slot
+    // `slot`.
+    auto issue = [&](Value from, int64_t ii, Value slot) {
+      for (int64_t h = 0; h < 2; ++h) {
+        Value src = LLVM::GEPOp::create(
+            k.b, k.loc, globalT, k.b.getI8Type(), from,
+            ArrayRef<LLVM::GEPArg>{int32_t(h * 8 * n + ii * 64)});
+        NVVM::CpAsyncOp::create(k.b, k.loc, ringAt(slot, h), src, 16,
+                                NVVM::LoadCacheModifierKind::CG, Value());
+      }
+    };
+    auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
+    // The CTA's steps run item after item; step s (item s / per, step s %
+    // per of it) uses slot s % S, and its copies issue S - 1 steps
+    // earlier.
+    auto firstCopies = [&] {
+      SmallVector<Value> from;
+      for (int64_t s = 0; s + 1 < S; ++s) {
+        const int64_t d = s / per;
+        while (int64_t(from.size()) <= d)
+          from.push_back(itemBytes(k.c(from.size())));
+        k.ifThen(k.icmp(CmpI::ult, k.c(d), items),
+                 [&] { issue(from[d], s % per, g.ci32(s % S)); });
+        commit();
+      }
+    };
+    // The first copies do not depend on x: they issue before x converts,
+    // unless the ring overwrites x.
+    if (!ring.xInRegisters)
+      firstCopies();
+    beforeLoop(pass);
+    // The x rows of this lane's operands: row g + 8 u (rows past R read R
+    // - 1); their 16-byte pieces 2 t and 2 t + 1 of a step, swizzled as
+    // rowsToF16 stores them (the step's 8 pieces start at a multiple of
+    // 8).
+    SmallVector<SmallVector<Value>> xLane(groups);
+    for (int64_t u = 0; u < groups; ++u) {
+      Value xRow = g.imin(k.iadd(r, k.c(8 * u)), k.iadd(R, k.c(-1)));
+      for (int64_t p = 0; p < 2; ++p) {
+        Value low = arith::XOrIOp::create(k.b, k.loc,
+                                          k.iadd(k.imul(quad, k.c(2)), k.c(p)),
+                                          k.irem(xRow, k.c(8)));
+        xLane[u].push_back(i32(k.iadd(
+            k.imul(xRow, k.c(2 * nh)),
+            k.iadd(k.imul(g.warp, k.c(per * 128)), k.imul(low, k.c(16))))));
+      }
+    }
+    // x's words of this lane for the item's steps (8 per group of rows):
+    // loaded per step, or (x in registers) once here, before the ring
+    // reuses x's memory.
+    auto xWords = [&](int64_t i) {
+      SmallVector<Value> xw;
+      for (int64_t u = 0; u < groups; ++u)
+        for (int64_t p = 0; p < 2; ++p) {
+          Value v = LLVM::LoadOp::create(
+              k.b, k.loc, v4, byteAt(sharedT, xs, xLane[u][p], i * 128), 16);
+          for (int64_t e = 0; e < 4; ++e)
+            xw.push_back(
+                LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
+        }
+      return xw;
+    };
+    SmallVector<SmallVector<Value>> xHeld;
+    if (ring.xInRegisters) {
+      for (int64_t i = 0; i < per; ++i)
+        xHeld.push_back(xWords(i));
+      g.sync(); // every lane's x is in registers: the ring may overwrite it
+      firstCopies();
+    }
+    auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), items, k.c(1));
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value kk = loop.getInductionVar();
+      // Slot of the item's step 0, and the items whose copies its steps
+      // issue.
+      Value b0 = i32(k.irem(k.imul(kk, k.c(per)), k.c(S)));
+      SmallVector<Value> from, valid;
+      for (int64_t d = 0; d <= ahead; ++d) {
+        from.push_back(itemBytes(k.iadd(kk, k.c(d))));
+        valid.push_back(k.icmp(CmpI::ult, k.iadd(kk, k.c(d)), items));
+      }
+      SmallVector<SmallVector<Value>> acc(groups,
+                                          SmallVector<Value>(4, k.cf(0)));
+      for (int64_t i = 0; i < per; ++i) {
+        // Step i's copies (this lane's own) have landed.
+        NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, S - 2);
+        const int64_t ahead_i = i + S - 1, d = ahead_i / per;
+        Value slot =
+            arith::RemUIOp::create(k.b, k.loc, add32(b0, ahead_i), g.ci32(S));
+        k.ifThen(valid[d], [&] { issue(from[d], ahead_i % per, slot); });
+        commit();
+        Value cur = arith::RemUIOp::create(k.b, k.loc, add32(b0, i), g.ci32(S));
+        SmallVector<SmallVector<Value>> f;
+        for (int64_t h = 0; h < 2; ++h)
+          f.push_back(g.e4m3WordsToF16(
+              LLVM::LoadOp::create(k.b, k.loc, v4, ringAt(cur, h), 16), 4));
+        SmallVector<Value> xw = ring.xInRegisters ? xHeld[i] : xWords(i);
+        for (int64_t m = 0; m < 4; ++m)
+          for (int64_t u = 0; u < groups; ++u)
+            acc[u] = g.mma(
+                {f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1]},
+                {xw[8 * u + 2 * m], xw[8 * u + 2 * m + 1]}, acc[u], true);
+      }
+      // The partial tiles (every group of rows) meet in the half of the
+      // item's parity; every warp adds V / W of the tile's V values in
+      // warp order and stores them: value v = lane' kept + e (lane' the
+      // lane that held it) is thread (v / (V / W), v % (V / W))'s. Readers
+      // of a half finish before the next item's barrier, which writers of
+      // the item after pass first.
+      Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
+      Value v = k.iadd(k.imul(g.warp, k.c(mine)), g.lane);
+      Value holder = k.idiv(v, k.c(kept)), e = k.irem(v, k.c(kept));
+      Value hq = k.irem(holder, k.c(4)), hr = k.idiv(holder, k.c(4));
+      Value j0 = k.imul(item, k.c(F));
+      // Value e = 4 u + 2 h + e' of a lane is c_{2h+e'} of its group u of
+      // rows: feature g + 8 h of row 8 u + 2 t + e'.
+      Value e4 = groups > 1 ? k.irem(e, k.c(4)) : e;
+      Value j = k.iadd(j0, k.iadd(hr, k.imul(k.idiv(e4, k.c(2)), k.c(8))));
+      Value row = k.iadd(k.imul(hq, k.c(2)), k.irem(e4, k.c(2)));
+      if (groups > 1)
+        row = k.iadd(row, k.imul(k.idiv(e, k.c(4)), k.c(8)));
+      std::pair<WeightRef, Value> wAt = wRow(j0);
+      Value tail = lastPass ? g.packedTail(wAt.first, wAt.second) : Value();
+      Value half = k.irem(kk, k.c(2));
+      auto tileAt = [&](Value warp, Value lane) {
+        return k.gep(
+            tiles,
+            k.iadd(k.imul(half, k.c(tileFloats)),
+                   k.imul(k.iadd(k.imul(warp, k.c(kWarp)), lane), k.c(kept))),
+            k.f32);
+      };
+      for (int64_t u = 0; u < groups; ++u) {
+        Value packed = LLVM::UndefOp::create(k.b, k.loc, vt);
+        for (int64_t e = 0; e < 4; ++e)
+          packed = LLVM::InsertElementOp::create(k.b, k.loc, packed, acc[u][e],
+                                                 g.ci32(e));
+        LLVM::StoreOp::create(k.b, k.loc, packed,
+                              k.gep(tileAt(g.warp, g.lane), k.c(4 * u), k.f32),
+                              16);
+      }
+      // The scale loads before the barrier.
+      Value scale = k.loadF(downs, g.imin(row, k.iadd(R, k.c(-1))), k.f32);
+      if (ring.halves == 1 && tail)
+        scale = k.mul(scale, tail);
+      g.sync();
+      k.ifThen(g.andI(k.icmp(CmpI::ult, g.lane, k.c(mine)),
+                      k.icmp(CmpI::ult, row, R)),
+               [&] {
+                 Value sum;
+                 for (int64_t wi = 0; wi < g.warps; ++wi) {
+                   Value x = k.loadF(tiles,
+                                     k.iadd(k.imul(half, k.c(tileFloats)),
+                                            k.iadd(k.c(wi * values), v)),
+                                     k.f32);
+                   sum = wi ? k.add(sum, x) : x;
+                 }
+                 Value at = k.iadd(k.imul(row, k.c(nOut)), j);
+                 Value y = k.mul(sum, scale);
+                 if (ring.halves > 1 && pass > 0) {
+                   y = k.add(k.loadF(out, at, k.f32), y);
+                   if (tail)
+                     y = k.mul(y, tail);
+                 }
+                 k.storeF(out, at, y, oe);
+               });
+    }
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
   }
-  NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
 }
 
 /// rowsDot's streamed tiles: 32-channel chunks per stage and stages.
@@ -3640,9 +3720,10 @@ constexpr int64_t kMmaMinFeatures = 4096;
 /// below; with bf16 weights and the kernel's scratch shared memory the
 /// weights stream in by cp.async, emitMmaStream, same sums in the same
 /// order); otherwise tiles of kRowTile rows as for R = 1. Per-tensor FP8
-/// weights with bf16 x take f16 tensor-core operands at 2-16 rows: at 2-8
-/// rows with their weights streamed where a ring fits (ringRowsF16), else
-/// ctaRowsDots8F16.
+/// weights with bf16 x take f16 tensor-core operands at 2-16 rows: with
+/// their weights streamed where a ring fits (ringRowsF16; at 9-16 rows
+/// that do not fit the scratch, in two passes over the channels for FP32
+/// results), else ctaRowsDots8F16 (at most the rows the scratch holds).
 void rowsDot(GK &g, const RowsDotArgs &args) {
   KB &k = g.k;
   Value x = args.x, idx = args.idx, out = args.out, R = args.R;
@@ -4060,22 +4141,30 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
   // ran 8.5-11 % faster at 2-4 rows and 4-5 % at 5-8, its linears 4.5-7 %
   // and 1 %, than with ctaRowsDots8F16. At one row the FP32 products
   // (emitTiles) ran as fast as the ring for the dense layer's projection
-  // and faster for the rest.
+  // and faster for the rest. At 9-16 rows the ring where it fits, in two
+  // passes over the channels where 16 rows do not fit the scratch (FP32
+  // results only: the first pass's sums wait in `out`).
   SmallVector<RingRowsF16> rings;
+  int64_t ringGroups = 1;
   if (f16Ring && ctaF16 && !logits && nOut % 16 == 0 && rowsToF16Fits(g, inner))
-    for (int64_t rows : {2, 4, 8})
-      if (RingRowsF16 ring = ringRowsFit(g, inner, rows); ring.stages)
+    for (int64_t rows : {2, 4, 8, 16})
+      if (RingRowsF16 ring = ringRowsFit(g, inner, rows);
+          ring.stages && (ring.halves == 1 || oe.isF32())) {
         rings.push_back(ring);
-  Value ringTiles =
-      rings.empty() ? Value() : g.shared(k.f32, 2 * g.warps * kWarp * 4);
+        ringGroups = rows > 8 ? 2 : 1;
+      }
+  Value ringTiles = rings.empty()
+                        ? Value()
+                        : g.shared(k.f32, 2 * g.warps * kWarp * 4 * ringGroups);
   auto emitRing = [&](const RingRowsF16 &ring) {
     Value downs = g.shared(k.f32, ring.maxRows);
     ringRowsF16(g, g.scratch, R, downs, inner, nOut, ring, ringTiles, args.wRow,
-                out, oe, [&] {
-                  rowsToF16(g, x, R, inner,
+                out, oe, [&](int64_t pass) {
+                  const int64_t nh = inner / ring.halves;
+                  rowsToF16(g, x, R, nh,
                             LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT,
                                                           g.scratch),
-                            downs, /*swizzle=*/true);
+                            downs, /*swizzle=*/true, inner, pass * nh);
                 });
   };
   g.ifElse(
