@@ -3461,9 +3461,9 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// thread. On the H200 (docs/perf.md, thirteenth session) M3's fused FP8
 /// projections ran 8.5-11 % faster at 2-4 tokens and 4-5 % at 5-8 (x in
 /// registers) than with ctaRowsDots8F16; at one token no faster than the
-/// FP32 products. At 9-16 tokens (two passes; twenty-first session) 20-26 %
-/// faster than the bf16-decode tiles (16 tokens: 40.1-40.6 against
-/// 54.3-55.0 us).
+/// FP32 products. At 9-16 tokens (two passes; twenty-first session) they
+/// took 21-26 % less time than with the bf16-decode tiles (16 tokens:
+/// 40.1-40.6 against 54.3-55.0 us).
 void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
                  const RingRowsF16 &ring, Value tiles,
                  const std::function<std::pair<WeightRef, Value>(Value)> &wRow,
@@ -3517,6 +3517,17 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
   const int64_t mine = values / g.warps;
   auto vt = VectorType::get({4}, k.f32);
   const int64_t ahead = (per + S - 2) / per;
+  // Step ii of the item whose bytes start at `from`, into ring slot `slot`.
+  auto issue = [&](Value from, int64_t ii, Value slot) {
+    for (int64_t h = 0; h < 2; ++h) {
+      Value src = LLVM::GEPOp::create(
+          k.b, k.loc, globalT, k.b.getI8Type(), from,
+          ArrayRef<LLVM::GEPArg>{int32_t(h * 8 * n + ii * 64)});
+      NVVM::CpAsyncOp::create(k.b, k.loc, ringAt(slot, h), src, 16,
+                              NVVM::LoadCacheModifierKind::CG, Value());
+    }
+  };
+  auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
   for (int64_t pass = 0; pass < ring.halves; ++pass) {
     const bool lastPass = pass + 1 == ring.halves;
     // The lane's first weight byte (feature g, channel pass nh + 64 w per
@@ -3534,18 +3545,6 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
       return LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), base,
                                  ValueRange{k.toI64(byte)});
     };
-    // Step ii of the item whose bytes start at `from`, into ring slot
-    // `slot`.
-    auto issue = [&](Value from, int64_t ii, Value slot) {
-      for (int64_t h = 0; h < 2; ++h) {
-        Value src = LLVM::GEPOp::create(
-            k.b, k.loc, globalT, k.b.getI8Type(), from,
-            ArrayRef<LLVM::GEPArg>{int32_t(h * 8 * n + ii * 64)});
-        NVVM::CpAsyncOp::create(k.b, k.loc, ringAt(slot, h), src, 16,
-                                NVVM::LoadCacheModifierKind::CG, Value());
-      }
-    };
-    auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
     // The CTA's steps run item after item; step s (item s / per, step s %
     // per of it) uses slot s % S, and its copies issue S - 1 steps
     // earlier.
@@ -3649,8 +3648,8 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
       Value holder = k.idiv(v, k.c(kept)), e = k.irem(v, k.c(kept));
       Value hq = k.irem(holder, k.c(4)), hr = k.idiv(holder, k.c(4));
       Value j0 = k.imul(item, k.c(F));
-      // Value e = 4 u + 2 h + e' of a lane is c_{2h+e'} of its group u of
-      // rows: feature g + 8 h of row 8 u + 2 t + e'.
+      // Value e = 4 u + 2 h + e' of a lane's tile is c_{2h+e'} of its
+      // group u of rows: feature g + 8 h of row 8 u + 2 t + e'.
       Value e4 = groups > 1 ? k.irem(e, k.c(4)) : e;
       Value j = k.iadd(j0, k.iadd(hr, k.imul(k.idiv(e4, k.c(2)), k.c(8))));
       Value row = k.iadd(k.imul(hq, k.c(2)), k.irem(e4, k.c(2)));
