@@ -58,6 +58,13 @@
 #                     (m3f.msa), M3.1-Flash's layout (m3qf.msa), per-tensor
 #                     FP8 (m3tf.msa): decode step and per-op medians at
 #                     batch 1 and 8, 4K context
+#          rows16     (DIR from bench/h200-rows16-inputs.sh) GPU steps of
+#                     9-16 tokens against the reference: per-tensor FP8
+#                     artifacts whose fused prologue takes ringRowsF16's
+#                     16-row paths (two passes over the channel halves at
+#                     M3's 6,144 channels, and the bf16-decode tiles for
+#                     comparison; one pass at 1,024), msac-host-check
+#                     --quick (its "chunked prefill (1-16)" rows) on each
 #          gemm       bench/gemm_bench.py: every linear's and the fused
 #                     prologue's time and TFLOP/s, one-warpgroup against
 #                     wide tiles, at 64-4,096 tokens
@@ -239,6 +246,26 @@ print("identical" if same else "max |difference| %.3g (logits up to %.3g)"
     done
   done
   rm -f packed-run.txt
+fi
+if [[ $PARTS == *,rows16,* ]]; then
+  for f in m6144.msa/weights.bin h1024.msa/weights.bin; do
+    [ -f $f ] || gunzip $f.gz
+  done
+  ./msac-synth m6144 --config m6144-config.json --layers 2 --seed 3 > /dev/null
+  ./msac-synth h1024 --config h1024-config.json --seed 3 > /dev/null
+  sha256sum -c --quiet sums.txt || { echo "rows16: checkpoints differ"; status=1; }
+  # The reference runs on the CPU (ASan): the three checks side by side.
+  for a in m6144:m6144 m6144nh:m6144 h1024:h1024; do
+    timeout 500 ./msac-host-check ${a%%:*}.msa ${a##*:} --quick --device cuda \
+      --quantize-weights fp8-tensor > "$RESULTS/check-${a%%:*}.txt" 2>&1 &
+  done
+  for a in m6144 m6144nh h1024; do
+    wait -n || status=1
+  done
+  for a in m6144 m6144nh h1024; do
+    echo "== $a"
+    grep -E "1-16|FAIL|passed" "$RESULTS/check-$a.txt"
+  done
 fi
 if [[ $PARTS == *,gemm,* ]]; then
   ./msac-run inspect m3.msa | grep -A3 "^launch"
