@@ -64,6 +64,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -519,38 +520,29 @@ int main(int argc, char **argv) {
         ++layerIndex;
       }
     }
-    { // Chunked prefill, chunks of 500 tokens.
+    // Chunked prefill of sequence `seq`, chunk i of chunkSize(i) tokens.
+    auto chunked = [&](const std::string &name, int64_t seq,
+                       const std::function<int64_t(int64_t)> &chunkSize) {
       Harness h(*artifact, *ref);
       Pages pages = h.pagePool();
-      h.reserve(1, length, pages);
-      Errors e;
-      for (int64_t start = 0; start < length; start += 500) {
-        int64_t end = std::min<int64_t>(length, start + 500);
-        std::vector<int32_t> chunk(tokens.begin() + start,
-                                   tokens.begin() + end);
-        std::vector<float> got = h.step({{1, start, chunk}});
-        e.add(got.data(), want.data() + start * vocab, got.size(),
-              margins.data() + start, vocab);
-      }
-      report("chunked prefill (500) " + std::to_string(length), e);
-    }
-    if (length <= 300) { // Chunked prefill in steps of 1-16 tokens.
-      Harness h(*artifact, *ref);
-      Pages pages = h.pagePool();
-      h.reserve(3, length, pages);
+      h.reserve(seq, length, pages);
       Errors e;
       for (int64_t start = 0, i = 0; start < length; ++i) {
-        const int64_t end = std::min<int64_t>(
-            length, start + kSmallChunks[i % std::size(kSmallChunks)]);
+        const int64_t end = std::min<int64_t>(length, start + chunkSize(i));
         std::vector<int32_t> chunk(tokens.begin() + start,
                                    tokens.begin() + end);
-        std::vector<float> got = h.step({{3, start, chunk}});
+        std::vector<float> got = h.step({{seq, start, chunk}});
         e.add(got.data(), want.data() + start * vocab, got.size(),
               margins.data() + start, vocab);
         start = end;
       }
-      report("chunked prefill (1-16) " + std::to_string(length), e);
-    }
+      report(name + " " + std::to_string(length), e);
+    };
+    chunked("chunked prefill (500)", 1, [](int64_t) { return 500; });
+    if (length <= 300)
+      chunked("chunked prefill (1-16)", 3, [](int64_t i) {
+        return kSmallChunks[i % std::size(kSmallChunks)];
+      });
     { // Token-by-token decode from the first token.
       Harness h(*artifact, *ref);
       Pages pages = h.pagePool();
