@@ -3361,9 +3361,10 @@ static llvm::cl::opt<bool> f16RingXRegisters(
 /// take the first 2 n maxRows bytes of the kernel's scratch, the ring
 /// (`stages` KB per warp) follows; with `xInRegisters` each lane holds its
 /// operands of x for all its steps in registers and the ring takes the
-/// whole scratch once they are loaded. With `halves` = 2 (rows of x that
-/// do not fit the scratch whole) the channels go in two passes of n / 2,
-/// x in registers.
+/// whole scratch once they are loaded (with --gpu-f16-ring-x-direct, the
+/// default, they are loaded from global memory and never use it). With
+/// `halves` = 2 (rows of x that do not fit the scratch whole) the
+/// channels go in two passes of n / 2, x in registers.
 struct RingRowsF16 {
   int64_t maxRows = 0, stages = 0, halves = 1;
   bool xInRegisters = false;
@@ -3376,6 +3377,14 @@ constexpr int64_t kRingMaxStages = 8, kRingMinStages = 3;
 /// ptxas spilled 92 bytes in M3's MSA prologue at its 128 registers (16
 /// rows hold 16 words of x per step), with 4 (one item ahead) none.
 constexpr int64_t kRing16MaxStages = 4;
+
+static llvm::cl::opt<bool> f16RingXDirect(
+    "gpu-f16-ring-x-direct", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("ringRowsF16 with x in registers: each lane loads and "
+                   "converts its operands of x from global memory, with a "
+                   "power of two per row and warp (false: rowsToF16 per "
+                   "row into shared memory first; tuning)"));
 
 /// Most steps per warp and item for which ringRowsF16 holds x in
 /// registers (8 words each per 8 rows).
@@ -3451,11 +3460,20 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// tiles meet in `tiles` (2 x W x 32 x 4 FP32 per group of 8 rows, the
 /// half of the item's parity); every warp adds an equal share of them in
 /// warp order and stores it. With ring.xInRegisters (rows of x that fill the
-/// scratch) each lane loads its x operands of all its steps once, after
-/// `beforeLoop`, and the ring's first copies wait for that. With
-/// ring.halves = 2 (16 rows of M3's 6,144 channels: 192 KB of f16 rows)
-/// the CTA runs its items twice, over channels [0, n / 2) then [n / 2, n),
-/// each pass with its own x rows and shift: the first stores (x . w)
+/// scratch) each lane holds its x operands of all its steps: by default
+/// (--gpu-f16-ring-x-direct) it loads their bf16 words from `xRows` (the
+/// rows of n channels in global memory) after the ring's first copies
+/// issue and converts them itself, times 2^s per row with s =
+/// f16RowShift of the row's largest exponent over the warp's channels of
+/// the pass (the quad's lanes hold them), and its partial tiles take 2^-s
+/// back (exact) before the warps' tiles meet: no shared memory, no
+/// barrier and no `beforeLoop`; the sums are those of the per-row shift
+/// whenever both convert exactly (on the H200 M3's decode-step dumps at 8
+/// and 16 tokens were byte-identical to the per-row kernels'). Otherwise the
+/// lane loads them from `beforeLoop`'s rows, and the ring's first copies wait
+/// for that. With ring.halves = 2 (16 rows of M3's 6,144 channels: 192 KB of
+/// f16 rows) the CTA runs its items twice, over channels [0, n / 2) then [n /
+/// 2, n), each pass with its own x rows and shift: the first stores (x . w)
 /// downs per value of `out` (an FP32 array), the second adds its own and
 /// multiplies by the tail; each value is stored and reloaded by the same
 /// thread. On the H200 (docs/perf.md, thirteenth session) M3's fused FP8
@@ -3463,9 +3481,12 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// registers) than with ctaRowsDots8F16; at one token no faster than the
 /// FP32 products. At 9-16 tokens (two passes; twenty-first session) they
 /// took 21-26 % less time than with the bf16-decode tiles (16 tokens:
-/// 40.1-40.6 against 54.3-55.0 us).
-void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
-                 const RingRowsF16 &ring, Value tiles,
+/// 40.1-40.6 against 54.3-55.0 us). Loading x directly (twenty-third
+/// session) took M3's prologue from 38-40 to 31-32 us at 9-16 tokens and
+/// from 25-26 to 22 us at 8: the per-row conversion into shared memory,
+/// with its barriers, had held up the ring at the start of every pass.
+void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
+                 int64_t nOut, const RingRowsF16 &ring, Value tiles,
                  const std::function<std::pair<WeightRef, Value>(Value)> &wRow,
                  Value out, Type oe,
                  const std::function<void(int64_t)> &beforeLoop) {
@@ -3561,9 +3582,11 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
     };
     // The first copies do not depend on x: they issue before x converts,
     // unless the ring overwrites x.
-    if (!ring.xInRegisters)
+    const bool direct = ring.xInRegisters && f16RingXDirect;
+    if (!ring.xInRegisters || direct)
       firstCopies();
-    beforeLoop(pass);
+    if (!direct)
+      beforeLoop(pass);
     // The x rows of this lane's operands: row g + 8 u (rows past R read R
     // - 1); their 16-byte pieces 2 t and 2 t + 1 of a step, swizzled as
     // rowsToF16 stores them (the step's 8 pieces start at a multiple of
@@ -3596,7 +3619,81 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
       return xw;
     };
     SmallVector<SmallVector<Value>> xHeld;
-    if (ring.xInRegisters) {
+    // With `direct`: the factor 2^-s of x row 8 u + 2 t + j (the mma
+    // column of a lane's accumulator values j and 2 + j of group u) over
+    // this warp's channels.
+    SmallVector<SmallVector<Value>> colDown(groups);
+    if (direct) {
+      // Lane (g, t) loads the bf16 words of its operands (rows g + 8 u,
+      // channels 16 t + 8 p of each step, p = 0, 1) straight from x, as
+      // xWords would read them converted. Each row's power of two 2^s
+      // follows its values in this warp's channels of the pass (the
+      // largest exponent field over the quad's lanes, f16RowShift), as
+      // rowsToF16's follows the row's: the warps' partial sums are scaled
+      // back by 2^-s (exact) before they meet.
+      SmallVector<SmallVector<Value>> raw(per);
+      for (int64_t i = 0; i < per; ++i)
+        for (int64_t u = 0; u < groups; ++u) {
+          Value xRow = g.imin(k.iadd(r, k.c(8 * u)), k.iadd(R, k.c(-1)));
+          for (int64_t p = 0; p < 2; ++p) {
+            Value ch = k.iadd(
+                k.c(pass * nh + i * 64 + p * 8),
+                k.iadd(k.imul(g.warp, k.c(per * 64)), k.imul(quad, k.c(16))));
+            llvm::append_range(
+                raw[i],
+                g.loadWords(xRows,
+                            k.idiv(k.iadd(k.imul(xRow, k.c(n)), ch), k.c(2)), 4,
+                            true));
+          }
+        }
+      auto field = [&](Value w, int64_t shift) -> Value {
+        Value v = shift ? arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(shift))
+                              .getResult()
+                        : w;
+        return arith::AndIOp::create(k.b, k.loc, v, g.ci32(0x7FFF));
+      };
+      auto pow2 = [&](Value exponentField) {
+        return arith::BitcastOp::create(
+            k.b, k.loc, k.f32,
+            arith::ShLIOp::create(k.b, k.loc, exponentField, g.ci32(23)));
+      };
+      SmallVector<Value> up(groups);
+      for (int64_t u = 0; u < groups; ++u) {
+        Value m = g.ci32(0);
+        for (int64_t i = 0; i < per; ++i)
+          for (int64_t e = 0; e < 8; ++e) {
+            Value w = raw[i][8 * u + e];
+            m = arith::MaxUIOp::create(
+                k.b, k.loc, m,
+                arith::MaxUIOp::create(k.b, k.loc, field(w, 0), field(w, 16)));
+          }
+        for (int64_t off : {1, 2})
+          m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
+        Value ef = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
+        // s = f16RowShift(e).
+        Value sh =
+            arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), ef);
+        sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
+        sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
+        up[u] = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
+        Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
+        for (int64_t j = 0; j < 2; ++j) {
+          Value from = arith::IndexCastOp::create(
+              k.b, k.loc, k.i32,
+              k.imul(k.iadd(k.imul(quad, k.c(2)), k.c(j)), k.c(4)));
+          colDown[u].push_back(gpu::ShuffleOp::create(k.b, k.loc, down, from,
+                                                      g.ci32(kWarp),
+                                                      gpu::ShuffleMode::IDX)
+                                   .getShuffleResult());
+        }
+      }
+      for (int64_t i = 0; i < per; ++i) {
+        xHeld.emplace_back();
+        for (int64_t u = 0; u < groups; ++u)
+          for (int64_t e = 0; e < 8; ++e)
+            xHeld.back().push_back(bf16WordToF16(g, raw[i][8 * u + e], up[u]));
+      }
+    } else if (ring.xInRegisters) {
       for (int64_t i = 0; i < per; ++i)
         xHeld.push_back(xWords(i));
       g.sync(); // every lane's x is in registers: the ring may overwrite it
@@ -3657,7 +3754,10 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
         row = k.iadd(row, k.imul(k.idiv(e, k.c(4)), k.c(8)));
       std::pair<WeightRef, Value> wAt = wRow(j0);
       Value tail = lastPass ? g.packedTail(wAt.first, wAt.second) : Value();
-      Value half = k.irem(kk, k.c(2));
+      // The parity runs on across passes: with `direct` no barrier
+      // separates a pass's last item from the next pass's first.
+      Value half =
+          k.irem(pass ? k.iadd(kk, k.imul(items, k.c(pass))) : kk, k.c(2));
       auto tileAt = [&](Value warp, Value lane) {
         return k.gep(
             tiles,
@@ -3668,16 +3768,21 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
       for (int64_t u = 0; u < groups; ++u) {
         Value packed = LLVM::UndefOp::create(k.b, k.loc, vt);
         for (int64_t e = 0; e < 4; ++e)
-          packed = LLVM::InsertElementOp::create(k.b, k.loc, packed, acc[u][e],
-                                                 g.ci32(e));
+          packed = LLVM::InsertElementOp::create(
+              k.b, k.loc, packed,
+              direct ? k.mul(acc[u][e], colDown[u][e % 2]) : acc[u][e],
+              g.ci32(e));
         LLVM::StoreOp::create(k.b, k.loc, packed,
                               k.gep(tileAt(g.warp, g.lane), k.c(4 * u), k.f32),
                               16);
       }
-      // The scale loads before the barrier.
-      Value scale = k.loadF(downs, g.imin(row, k.iadd(R, k.c(-1))), k.f32);
+      // The scale loads before the barrier (with `direct` the partial
+      // tiles are scaled back already).
+      Value scale =
+          direct ? Value()
+                 : k.loadF(downs, g.imin(row, k.iadd(R, k.c(-1))), k.f32);
       if (ring.halves == 1 && tail)
-        scale = k.mul(scale, tail);
+        scale = scale ? k.mul(scale, tail) : tail;
       g.sync();
       k.ifThen(g.andI(k.icmp(CmpI::ult, g.lane, k.c(mine)),
                       k.icmp(CmpI::ult, row, R)),
@@ -3691,7 +3796,7 @@ void ringRowsF16(GK &g, Value xs, Value R, Value downs, int64_t n, int64_t nOut,
                    sum = wi ? k.add(sum, x) : x;
                  }
                  Value at = k.iadd(k.imul(row, k.c(nOut)), j);
-                 Value y = k.mul(sum, scale);
+                 Value y = scale ? k.mul(sum, scale) : sum;
                  if (ring.halves > 1 && pass > 0) {
                    y = k.add(k.loadF(out, at, k.f32), y);
                    if (tail)
@@ -4157,8 +4262,8 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
                         : g.shared(k.f32, 2 * g.warps * kWarp * 4 * ringGroups);
   auto emitRing = [&](const RingRowsF16 &ring) {
     Value downs = g.shared(k.f32, ring.maxRows);
-    ringRowsF16(g, g.scratch, R, downs, inner, nOut, ring, ringTiles, args.wRow,
-                out, oe, [&](int64_t pass) {
+    ringRowsF16(g, g.scratch, x, R, downs, inner, nOut, ring, ringTiles,
+                args.wRow, out, oe, [&](int64_t pass) {
                   const int64_t nh = inner / ring.halves;
                   rowsToF16(g, x, R, nh,
                             LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT,
