@@ -3092,6 +3092,13 @@ struct RowsDotArgs {
   /// The packed layout every row's weight shares (wRow then locates its
   /// payload and flat index), or none.
   WeightRef wPacked;
+  /// `out` has a second FP32 array of R x nOut values at out + R nOut:
+  /// where ringRowsF16 takes two channel halves (9-16 rows), the halves of
+  /// the CTAs take one each (RingRowsF16::split), the second storing its
+  /// sums there for the reader to add. rowsDot sets splitAbove to the
+  /// rows above which (up to 16) it does (0: at no row count).
+  bool splitOut = false;
+  int64_t splitAbove = 0;
 };
 
 /// How mmaRowDots8 reads its row of x: bf16 values, FP32 ones holding
@@ -3368,6 +3375,9 @@ static llvm::cl::opt<bool> f16RingXRegisters(
 struct RingRowsF16 {
   int64_t maxRows = 0, stages = 0, halves = 1;
   bool xInRegisters = false;
+  /// With halves = 2: the CTAs' halves take a channel half each, one pass
+  /// (RowsDotArgs::splitAbove).
+  bool split = false;
 };
 
 /// Deepest ring ringRowsF16 takes, and the shallowest worth taking.
@@ -3385,6 +3395,14 @@ static llvm::cl::opt<bool> f16RingXDirect(
                    "converts its operands of x from global memory, with a "
                    "power of two per row and warp (false: rowsToF16 per "
                    "row into shared memory first; tuning)"));
+
+static llvm::cl::opt<bool> f16RingSplit(
+    "gpu-f16-ring-split", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The fused prologue's two-pass 16-row projection "
+                   "(ringRowsF16 halves) runs its two channel halves on "
+                   "the two halves of the CTAs, one pass each, the sums "
+                   "added by part 1 (tuning; false: two passes per CTA)"));
 
 /// Most steps per warp and item for which ringRowsF16 holds x in
 /// registers (8 words each per 8 rows).
@@ -3532,6 +3550,21 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
   Value left =
       arith::MaxSIOp::create(k.b, k.loc, k.c(0), g.isub(count, g.ctaId));
   Value items = k.idiv(k.iadd(left, g.isub(g.numCtas, k.c(1))), g.numCtas);
+  // With ring.split, CTA c of each half (c < hc = numCtas / 2) takes the
+  // items c + kk hc over the channels of its half of the CTAs (`side`; a
+  // last, odd CTA none), one pass. The grid is the multiprocessors times
+  // the CTAs per multiprocessor (NvidiaBinary), at least 2.
+  Value cta = g.ctaId, nCtas = g.numCtas, side;
+  if (ring.split) {
+    nCtas = k.idiv(g.numCtas, k.c(2));
+    Value raw = k.idiv(g.ctaId, nCtas);
+    side = g.imin(raw, k.c(1));
+    cta = g.isub(g.ctaId, k.imul(side, nCtas));
+    left = arith::MaxSIOp::create(k.b, k.loc, k.c(0), g.isub(count, cta));
+    items =
+        k.select(k.icmp(CmpI::ult, raw, k.c(2)),
+                 k.idiv(k.iadd(left, g.isub(nCtas, k.c(1))), nCtas), k.c(0));
+  }
   // Partial tiles: a lane's c0..c3 of each group of rows.
   const int64_t kept = 4 * groups;
   const int64_t values = kWarp * kept, tileFloats = g.warps * values;
@@ -3549,20 +3582,26 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
     }
   };
   auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
-  for (int64_t pass = 0; pass < ring.halves; ++pass) {
-    const bool lastPass = pass + 1 == ring.halves;
+  assert((!ring.split ||
+          (ring.halves == 2 && ring.xInRegisters && f16RingXDirect)) &&
+         "ringRowsF16: a split takes x directly");
+  const int64_t passes = ring.split ? 1 : ring.halves;
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    const bool lastPass = pass + 1 == passes;
+    // The pass's first channel.
+    Value passCh = ring.split ? k.imul(side, k.c(nh)) : k.c(pass * nh);
     // The lane's first weight byte (feature g, channel pass nh + 64 w per
     // + 16 t) of the CTA's item kk.
     auto itemBytes = [&](Value kk) -> Value {
-      Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
+      Value item = k.iadd(cta, k.imul(kk, nCtas));
       std::pair<WeightRef, Value> wAt = wRow(k.imul(item, k.c(F)));
       Value base =
           LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, wAt.first.base);
-      Value byte = k.iadd(
-          wAt.second,
-          k.iadd(k.imul(r, k.c(n)),
-                 k.iadd(k.c(pass * nh), k.iadd(k.imul(g.warp, k.c(per * 64)),
-                                               k.imul(quad, k.c(16))))));
+      Value byte =
+          k.iadd(wAt.second,
+                 k.iadd(k.imul(r, k.c(n)),
+                        k.iadd(passCh, k.iadd(k.imul(g.warp, k.c(per * 64)),
+                                              k.imul(quad, k.c(16))))));
       return LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), base,
                                  ValueRange{k.toI64(byte)});
     };
@@ -3637,7 +3676,7 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
           Value xRow = g.imin(k.iadd(r, k.c(8 * u)), k.iadd(R, k.c(-1)));
           for (int64_t p = 0; p < 2; ++p) {
             Value ch = k.iadd(
-                k.c(pass * nh + i * 64 + p * 8),
+                k.iadd(passCh, k.c(i * 64 + p * 8)),
                 k.iadd(k.imul(g.warp, k.c(per * 64)), k.imul(quad, k.c(16))));
             llvm::append_range(
                 raw[i],
@@ -3740,7 +3779,7 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
       // lane that held it) is thread (v / (V / W), v % (V / W))'s. Readers
       // of a half finish before the next item's barrier, which writers of
       // the item after pass first.
-      Value item = k.iadd(g.ctaId, k.imul(kk, g.numCtas));
+      Value item = k.iadd(cta, k.imul(kk, nCtas));
       Value v = k.iadd(k.imul(g.warp, k.c(mine)), g.lane);
       Value holder = k.idiv(v, k.c(kept)), e = k.irem(v, k.c(kept));
       Value hq = k.irem(holder, k.c(4)), hr = k.idiv(holder, k.c(4));
@@ -3781,7 +3820,7 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
       Value scale =
           direct ? Value()
                  : k.loadF(downs, g.imin(row, k.iadd(R, k.c(-1))), k.f32);
-      if (ring.halves == 1 && tail)
+      if ((ring.halves == 1 || ring.split) && tail)
         scale = scale ? k.mul(scale, tail) : tail;
       g.sync();
       k.ifThen(g.andI(k.icmp(CmpI::ult, g.lane, k.c(mine)),
@@ -3796,6 +3835,9 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
                    sum = wi ? k.add(sum, x) : x;
                  }
                  Value at = k.iadd(k.imul(row, k.c(nOut)), j);
+                 // The second half's sums: the array after R rows.
+                 if (ring.split)
+                   at = k.iadd(at, k.imul(side, k.imul(R, k.c(nOut))));
                  Value y = scale ? k.mul(sum, scale) : sum;
                  if (ring.halves > 1 && pass > 0) {
                    y = k.add(k.loadF(out, at, k.f32), y);
@@ -3828,7 +3870,7 @@ constexpr int64_t kMmaMinFeatures = 4096;
 /// their weights streamed where a ring fits (ringRowsF16; at 9-16 rows
 /// that do not fit the scratch, in two passes over the channels for FP32
 /// results), else ctaRowsDots8F16 (at most the rows the scratch holds).
-void rowsDot(GK &g, const RowsDotArgs &args) {
+void rowsDot(GK &g, RowsDotArgs &args) {
   KB &k = g.k;
   Value x = args.x, idx = args.idx, out = args.out, R = args.R;
   const bool logits = static_cast<bool>(idx);
@@ -4254,6 +4296,9 @@ void rowsDot(GK &g, const RowsDotArgs &args) {
     for (int64_t rows : {2, 4, 8, 16})
       if (RingRowsF16 ring = ringRowsFit(g, inner, rows);
           ring.stages && (ring.halves == 1 || oe.isF32())) {
+        ring.split = args.splitOut && ring.halves == 2 && f16RingXDirect;
+        if (ring.split)
+          args.splitAbove = rings.empty() ? 1 : rings.back().maxRows;
         rings.push_back(ring);
         ringGroups = rows > 8 ? 2 : 1;
       }
@@ -5857,6 +5902,9 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
   }
 }
 
+bool prologueSplitOut(msa::AttentionPrologueOp op,
+                      const PackedOperands *packed);
+
 /// The epilogue of token `t`, global head `gh` (branch `kind`, local head
 /// `head`) from its FP32 projection row in the workspace, for one warp:
 /// lane l holds channels 4 l .. 4 l + 3. The roundings of
@@ -5868,7 +5916,7 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
 /// channels is the 4 lanes 4 j .. 4 j + 3).
 void prologueRowEpilogue(GK &g, const PrologueShape &s,
                          const PrologueBuffers &b, int kind, Value head,
-                         Value t, Value gh) {
+                         Value t, Value gh, Value T) {
   static_assert(kTileN == 4 * kWarp, "a head is 4 channels per lane");
   KB &k = g.k;
   msa::AttentionPrologueOp op = s.op;
@@ -5876,10 +5924,31 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
   const int64_t r = op.getRotaryDim(), half = r / 2;
   Value c0 = k.imul(g.lane, k.c(4));
   Value rowAt = k.iadd(k.imul(t, k.c(n)), k.iadd(k.imul(gh, k.c(d)), c0));
-  SmallVector<Value> vals;
+  SmallVector<Value> sums;
   for (int64_t e = 0; e < 4; ++e)
-    vals.push_back(
-        g.roundTo(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32), s.act));
+    sums.push_back(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32));
+  // With prologueSplitOut, where part 0 split this step (flag 1 at 2 T n)
+  // the sums of the second channel half follow the step's T rows.
+  if (prologueSplitOut(op, k.packed)) {
+    Value split = k.fcmp(arith::CmpFPredicate::ONE,
+                         k.loadF(b.ws, k.imul(T, k.c(2 * n)), k.f32), k.cf(0));
+    SmallVector<Type> types(4, k.f32);
+    sums = g.ifElse(
+        split, types,
+        [&] {
+          SmallVector<Value> added;
+          for (int64_t e = 0; e < 4; ++e)
+            added.push_back(k.add(
+                sums[e],
+                k.loadF(b.ws, k.iadd(k.imul(T, k.c(n)), k.iadd(rowAt, k.c(e))),
+                        k.f32)));
+          return added;
+        },
+        [&] { return sums; });
+  }
+  SmallVector<Value> vals;
+  for (Value v : sums)
+    vals.push_back(g.roundTo(v, s.act));
   if (kind != PrologueShape::V) {
     Type ne = elementOf(s.norm(kind));
     Value ss = k.cf(0);
@@ -6068,13 +6137,25 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
       }
       return {w, k.imul(first, k.c(s.hidden))};
     };
+    args.splitOut = prologueSplitOut(s.op, k.packed);
     rowsDot(g, args);
+    if (args.splitOut) {
+      // Whether this step split its projection, for part 1: 1 after the
+      // two arrays (2 T n) when it did, else 0.
+      Value split = k.cf(0);
+      if (args.splitAbove)
+        split = k.select(g.andI(k.icmp(CmpI::sgt, T, k.c(args.splitAbove)),
+                                k.icmp(CmpI::sle, T, k.c(16))),
+                         k.cf(1), k.cf(0));
+      k.ifThen(g.andI(g.eq(g.ctaId, k.c(0)), g.eq(g.tid, k.c(0))),
+               [&] { k.storeF(b.ws, k.imul(T, k.c(2 * n)), split, k.f32); });
+    }
     return;
   }
   g.warpLoop(k.imul(T, k.c(s.totalHeads)), [&](Value item) {
     Value t = k.irem(item, T), gh = k.idiv(item, T);
     prologueByKind(g, s, gh, [&](int kind, Value head) {
-      prologueRowEpilogue(g, s, b, kind, head, t, gh);
+      prologueRowEpilogue(g, s, b, kind, head, t, gh, T);
     });
   });
 }
@@ -6764,7 +6845,8 @@ int64_t msac::kernels::gpuKernelParts(Operation *op) {
              : 1;
 }
 
-GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
+GpuWorkspace msac::kernels::gpuWorkspace(Operation *op,
+                                         const PackedOperands *packed) {
   if (auto moe = dyn_cast<msa::MoEExpertsOp>(op)) {
     // See moeWorkspacePerToken; no counters.
     return {moeWorkspacePerToken(moe), 0};
@@ -6772,8 +6854,12 @@ GpuWorkspace msac::kernels::gpuWorkspace(Operation *op) {
   if (auto router = dyn_cast<msa::MoERouterOp>(op))
     return {shapeOf(router.getGateWeight())[0], 0}; // the scores
   if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
-    // The projection on the warp path.
-    return {PrologueShape(prologue).totalHeads * kTileN, 0};
+    // The projection on the warp path (with prologueSplitOut twice, and
+    // the split flag at 2 T n).
+    return {prologueSplitOut(prologue, packed)
+                ? 2 * PrologueShape(prologue).totalHeads * kTileN + 1
+                : PrologueShape(prologue).totalHeads * kTileN,
+            0};
   if (!isa<msa::SparseAttentionOp, msa::DenseAttentionOp>(op))
     return {};
   // Room for kDenseChunks (>= any op's minChunks) partials of D + 2 floats
@@ -6852,6 +6938,27 @@ bool f16RowsLaunch(KB &k, Operation *op, int64_t part, int64_t threads) {
   return it != k.packed->end() && GK::packedF16Format(it->second) &&
          elementOf(op->getOperand(0)).isBF16();
 }
+
+namespace {
+/// True when the fused prologue's warp path keeps a second FP32 array for
+/// a projection split over the CTAs' halves (RowsDotArgs::splitOut):
+/// per-tensor FP8 E4M3 projections whose 16 rows of bf16 x do not fit
+/// the f16 rows' scratch (ringRowsF16 halves; gpuWorkspace doubles the
+/// workspace and adds a flag). Part 0 decides per step whether it splits
+/// and writes the flag; where it did, part 1 adds the two.
+bool prologueSplitOut(msa::AttentionPrologueOp op,
+                      const PackedOperands *packed) {
+  PrologueShape s(op);
+  // The projection (every branch: one form) in slot 1.
+  auto it = packed ? packed->find(1) : PackedOperands::const_iterator();
+  if (!packed || it == packed->end() || !GK::packedF16Format(it->second))
+    return false;
+  const int64_t scratch =
+      std::clamp<int64_t>(f16RowsSharedKB, 1, 227) * int64_t(1024);
+  return f16RingSplit && f16RingXDirect && f16RingHalves &&
+         16 * 2 * s.hidden > scratch;
+}
+} // namespace
 
 void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                                   StringRef kernelName, int64_t threads,

@@ -40,8 +40,10 @@ bool hasGpuKernel(Operation *op, int64_t threads);
 
 /// The workspace of `op`'s GPU kernel (zero for most ops). When non-zero
 /// the launch passes the workspace, the counters and the fixed workspace
-/// after the op's own buffers.
-GpuWorkspace gpuWorkspace(Operation *op);
+/// after the op's own buffers. `packed`: the weights the launch reads in
+/// place (by operand slot), as KernelBuilder::packed.
+GpuWorkspace gpuWorkspace(Operation *op,
+                          const PackedOperands *packed = nullptr);
 
 /// Launches `op`'s GPU kernel takes (parts that run one after the other over
 /// the same buffers, e.g. the bucketing, projections and slot sum of the MoE

@@ -885,7 +885,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   if (gpu) {
     // The GPU kernel's workspace and counters follow the op's buffers (the
     // host kernel ignores them); launches run in order, so all share them.
-    GpuWorkspace ws = gpuWorkspace(op);
+    GpuWorkspace ws = gpuWorkspace(op, &packedOps);
     if (ws.floatsPerToken)
       launch.buffers.push_back(scratchBuffer("f32", ws.floatsPerToken));
     if (ws.countersPerToken)
