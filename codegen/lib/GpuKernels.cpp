@@ -5924,6 +5924,29 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
   const int64_t r = op.getRotaryDim(), half = r / 2;
   Value c0 = k.imul(g.lane, k.c(4));
   Value rowAt = k.iadd(k.imul(t, k.c(n)), k.iadd(k.imul(gh, k.c(d)), c0));
+  // The loads that do not depend on the projection come first, in one
+  // block with the sums' (a chain of latencies otherwise): the output
+  // row (block table), the norm weights, the position and frequencies.
+  PrologueRow row = prologueRow(g, s, b, kind, head, t);
+  const bool normed = kind != PrologueShape::V;
+  SmallVector<Value> weights, freqs;
+  Value low, high, p;
+  if (normed) {
+    Type ne = elementOf(s.norm(kind));
+    for (int64_t e = 0; e < 4; ++e)
+      weights.push_back(k.loadF(b.norm[kind], k.iadd(c0, k.c(e)), ne));
+    low = k.icmp(CmpI::ult, c0, k.c(half));
+    high =
+        g.andI(k.icmp(CmpI::uge, c0, k.c(half)), k.icmp(CmpI::ult, c0, k.c(r)));
+    p = arith::SIToFPOp::create(
+        k.b, k.loc, k.f32,
+        arith::IndexCastOp::create(k.b, k.loc, k.i64, k.loadIndex(b.pos, t)));
+    // The frequency index of this lane's channels (pass-through lanes read
+    // index 0 and keep their values).
+    Value f0 = k.select(low, c0, k.select(high, g.isub(c0, k.c(half)), k.c(0)));
+    for (int64_t e = 0; e < 4; ++e)
+      freqs.push_back(k.loadF(b.invFreq, k.iadd(f0, k.c(e)), k.f32));
+  }
   SmallVector<Value> sums;
   for (int64_t e = 0; e < 4; ++e)
     sums.push_back(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32));
@@ -5949,27 +5972,14 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
   SmallVector<Value> vals;
   for (Value v : sums)
     vals.push_back(g.roundTo(v, s.act));
-  if (kind != PrologueShape::V) {
-    Type ne = elementOf(s.norm(kind));
+  if (normed) {
     Value ss = k.cf(0);
     for (Value v : vals)
       ss = k.add(ss, k.mul(v, v));
     Value inv = rmsInverse(k, g.warpSum(ss), d, op.getEps().convertToFloat());
     for (int64_t e = 0; e < 4; ++e)
-      vals[e] =
-          g.roundTo(rmsNormValue(k, vals[e], inv,
-                                 k.loadF(b.norm[kind], k.iadd(c0, k.c(e)), ne),
-                                 op.getUnitOffset()),
-                    s.act);
-    Value low = k.icmp(CmpI::ult, c0, k.c(half));
-    Value high =
-        g.andI(k.icmp(CmpI::uge, c0, k.c(half)), k.icmp(CmpI::ult, c0, k.c(r)));
-    Value p = arith::SIToFPOp::create(
-        k.b, k.loc, k.f32,
-        arith::IndexCastOp::create(k.b, k.loc, k.i64, k.loadIndex(b.pos, t)));
-    // The frequency index of this lane's channels (pass-through lanes read
-    // index 0 and keep their values).
-    Value f0 = k.select(low, c0, k.select(high, g.isub(c0, k.c(half)), k.c(0)));
+      vals[e] = g.roundTo(
+          rmsNormValue(k, vals[e], inv, weights[e], op.getUnitOffset()), s.act);
     for (int64_t e = 0; e < 4; ++e) {
       auto shuffle = [&](gpu::ShuffleMode mode) {
         return gpu::ShuffleOp::create(k.b, k.loc, vals[e],
@@ -5979,7 +5989,7 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
       };
       Value above = shuffle(gpu::ShuffleMode::DOWN); // lane + half / 4
       Value below = shuffle(gpu::ShuffleMode::UP);   // lane - half / 4
-      Value angle = k.mul(p, k.loadF(b.invFreq, k.iadd(f0, k.c(e)), k.f32));
+      Value angle = k.mul(p, freqs[e]);
       Value cs = math::CosOp::create(k.b, k.loc, angle);
       Value sn = math::SinOp::create(k.b, k.loc, angle);
       Value a = k.select(low, vals[e], below);
@@ -5989,7 +5999,6 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
       vals[e] = k.select(low, ra, k.select(high, rb, vals[e]));
     }
   }
-  PrologueRow row = prologueRow(g, s, b, kind, head, t);
   if (prologueNVFP4(s, kind)) {
     NVFP4Scale scale = prologueQuadScale(g, vals);
     for (int64_t m = 0; m < 2; ++m)
