@@ -188,12 +188,17 @@ std::string msac::writeArtifact(const std::string &dir,
                                   "*scalars /* T, N, MB */)"}};
            if (t.grid) {
              json::Array kernels;
-             for (const KernelGeometry &g : t.kernels)
-               kernels.push_back(json::Object{
+             for (const KernelGeometry &g : t.kernels) {
+               json::Object kernel{
                    {"name", g.name},
                    {"grid", g.grid},
                    {"block", g.block},
-                   {"dynamic_shared_bytes", g.dynamicSharedBytes}});
+                   {"dynamic_shared_bytes", g.dynamicSharedBytes}};
+               // Only where set: the runtime reads a missing one as false.
+               if (g.programmatic)
+                 kernel["programmatic"] = true;
+               kernels.push_back(std::move(kernel));
+             }
              o["launch"] = json::Object{{"grid", t.grid},
                                         {"block", t.block},
                                         {"kernels", std::move(kernels)}};

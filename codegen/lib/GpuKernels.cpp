@@ -176,6 +176,29 @@ public:
     fn->setAttr(kGpuCtasPerSMAttr, k.b.getI64IntegerAttr(ctasPerSM));
   }
 
+  /// Marks the kernel for a programmatic dependent launch
+  /// (kGpuProgrammaticAttr); it must gridDependencyWait() before it reads
+  /// what the previous kernel wrote.
+  void declareProgrammatic() {
+    k.entry->getParentOp()->setAttr(kGpuProgrammaticAttr, k.b.getUnitAttr());
+    programmatic = true;
+  }
+  /// Set by declareProgrammatic.
+  bool programmatic = false;
+  /// `griddepcontrol.wait`: until the previous kernel of the stream has
+  /// finished and its writes are visible (returns at once when the launch
+  /// was not programmatic).
+  void gridDependencyWait() {
+    NVVM::GriddepcontrolOp::create(k.b, k.loc, NVVM::GridDepActionKind::wait);
+  }
+  /// `griddepcontrol.launch_dependents`: the next kernel, where launched
+  /// programmatically, may start once every CTA of this one has run this
+  /// (or exited).
+  void launchDependents() {
+    NVVM::GriddepcontrolOp::create(k.b, k.loc,
+                                   NVVM::GridDepActionKind::launch_dependents);
+  }
+
   /// A constant FP32 table in global memory, as a generic pointer.
   Value constantTable(ArrayRef<float> values) {
     return constantGlobal(k.f32, values.size(), [&](RankedTensorType type) {
@@ -3396,6 +3419,13 @@ static llvm::cl::opt<bool> f16RingXDirect(
                    "power of two per row and warp (false: rowsToF16 per "
                    "row into shared memory first; tuning)"));
 
+static llvm::cl::opt<bool> prologueProgrammatic(
+    "gpu-programmatic-prologue", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Launch the fused attention prologue's part 1 as a "
+                   "programmatic dependent of part 0 (griddepcontrol; "
+                   "false: after part 0 finishes, as other launches)"));
+
 static llvm::cl::opt<bool> f16RingSplit(
     "gpu-f16-ring-split", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -5947,6 +5977,10 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
     for (int64_t e = 0; e < 4; ++e)
       freqs.push_back(k.loadF(b.invFreq, k.iadd(f0, k.c(e)), k.f32));
   }
+  // Part 0's sums: where part 1 started before part 0 finished
+  // (GK::declareProgrammatic), once it has.
+  if (g.programmatic)
+    g.gridDependencyWait();
   SmallVector<Value> sums;
   for (int64_t e = 0; e < 4; ++e)
     sums.push_back(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32));
@@ -6167,6 +6201,11 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
       prologueRowEpilogue(g, s, b, kind, head, t, gh, T);
     });
   });
+  // Every thread, items or not, waits for part 0 before it exits: part 1
+  // does not finish (and the launches after it do not start) before
+  // part 0 has.
+  if (g.programmatic)
+    g.gridDependencyWait();
 }
 
 bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
@@ -7067,6 +7106,14 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       .Case([&](msa::AttentionPrologueOp o) {
         const PrologueShape s(o);
         Value T = k.scalar(0);
+        // Part 1 starts while part 0's last CTAs run (its first loads do
+        // not need part 0's sums; prologueRowEpilogue waits before those).
+        if (prologueProgrammatic) {
+          if (part == 0)
+            g.launchDependents();
+          else
+            g.declareProgrammatic();
+        }
         if (!wgmma || !prologueTiled(s)) {
           prologueWarpKernel(g, s, part, T);
           return;
@@ -7087,6 +7134,8 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
             [&]() -> SmallVector<Value> {
               if (part == 0)
                 prologueTileKernel(g, s, T);
+              else if (g.programmatic)
+                g.gridDependencyWait(); // as prologueWarpKernel's part 1
               return {};
             },
             [&]() -> SmallVector<Value> {

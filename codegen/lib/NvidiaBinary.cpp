@@ -144,7 +144,7 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
     if (geometry)
       geometry->push_back({fn.getName().str(),
                            target->multiprocessors * ctasPerSM, block,
-                           dynamicShared});
+                           dynamicShared, fn->hasAttr(kGpuProgrammaticAttr)});
     // A wgmma body holds its fallback too, and ptxas sizes the registers for
     // the larger of the two: keep every CTA of the grid (kGpuCtasPerSM per
     // SM, or as many as the body declares) resident (at most 128 registers

@@ -237,7 +237,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
           const std::string name = k.at("name").string();
           KernelLaunchShape shape{k.at("grid").integer(),
                                   k.at("block").integer(),
-                                  k.at("dynamic_shared_bytes").integer()};
+                                  k.at("dynamic_shared_bytes").integer(),
+                                  k.boolean("programmatic", false)};
           if (shape.grid < 1 || shape.grid > (int64_t(1) << 31) - 1 ||
               shape.block < 1 || shape.block > 1024 ||
               shape.dynamicSharedBytes < 0 ||

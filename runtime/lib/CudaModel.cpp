@@ -51,6 +51,11 @@ struct CudaModel::Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, void *, void **,
                              void **);
+  /// Optional (CUDA 12.0+ drivers): programmatic launches fall back to
+  /// cuLaunchKernel without it (their griddepcontrol.wait then returns at
+  /// once, as the previous kernel has finished).
+  CUresult (*cuLaunchKernelEx)(const void *config, CUfunction, void **,
+                               void **) = nullptr;
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuEventCreate)(void **, unsigned);
   CUresult (*cuEventRecord)(void *, void *);
@@ -148,6 +153,9 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       !sym(driver->cuGraphDestroy, "cuGraphDestroy") ||
       !sym(driver->cuGetErrorString, "cuGetErrorString"))
     return nullptr;
+  driver->cuLaunchKernelEx =
+      reinterpret_cast<decltype(driver->cuLaunchKernelEx)>(
+          ::dlsym(driver->handle, "cuLaunchKernelEx"));
 
   MSAC_CUDA(driver->cuInit(0), "cuInit");
   CUdevice dev;
@@ -247,6 +255,7 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       l.grid = shape.grid;
       l.block = shape.block;
       l.dynamicSharedBytes = shape.dynamicSharedBytes;
+      l.programmatic = shape.programmatic;
       if (l.dynamicSharedBytes > kDefaultDynamicSharedLimit) {
         rc = driver->cuFuncSetAttribute(l.function, kFuncAttrMaxDynamicShared,
                                         static_cast<int>(l.dynamicSharedBytes));
@@ -353,6 +362,39 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
                           std::string &error) {
   CUdeviceptr table = launch.table, scal = scalars;
   void *params[] = {&table, &scal};
+  if (launch.programmatic && driver->cuLaunchKernelEx) {
+    // The driver API's CUlaunchConfig / CUlaunchAttribute layouts (cuda.h,
+    // CUDA 12+), with the one attribute id 6,
+    // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, set to 1.
+    struct LaunchAttribute {
+      int id;
+      alignas(8) unsigned char value[64];
+    };
+    struct LaunchConfig {
+      unsigned grid[3], block[3], sharedMemBytes;
+      void *stream;
+      LaunchAttribute *attrs;
+      unsigned numAttrs;
+    };
+    static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56,
+                  "CUDA driver launch structures");
+    LaunchAttribute attr{};
+    attr.id = 6;
+    const int allowed = 1;
+    std::memcpy(attr.value, &allowed, sizeof(allowed));
+    LaunchConfig config{{static_cast<unsigned>(launch.grid), 1, 1},
+                        {static_cast<unsigned>(launch.block), 1, 1},
+                        static_cast<unsigned>(launch.dynamicSharedBytes),
+                        stream,
+                        &attr,
+                        1};
+    CUresult rc =
+        driver->cuLaunchKernelEx(&config, launch.function, params, nullptr);
+    if (rc != 0)
+      error = "cuLaunchKernelEx(" + step.kernel +
+              ", programmatic): " + driver->describe(rc);
+    return rc == 0;
+  }
   CUresult rc = driver->cuLaunchKernel(
       launch.function, static_cast<unsigned>(launch.grid), 1, 1,
       static_cast<unsigned>(launch.block), 1, 1,

@@ -266,17 +266,20 @@ int inspect(const std::string &path, bool asJson) {
     for (size_t i = 0; i < t.kernelNames.size(); ++i) {
       const KernelLaunchShape &shape = t.kernelShapes[i];
       if (shape.grid == t.grid && shape.block == t.block &&
-          shape.dynamicSharedBytes == 0)
+          shape.dynamicSharedBytes == 0 && !shape.programmatic)
         continue;
       own[t.kernelNames[i]] = {
           {"grid", shape.grid},
           {"block", shape.block},
           {"dynamic_shared_bytes", shape.dynamicSharedBytes}};
+      if (shape.programmatic)
+        own[t.kernelNames[i]]["programmatic"] = true;
       launchText += "  " + t.kernelNames[i] + ": grid " +
                     std::to_string(shape.grid) + ", block " +
                     std::to_string(shape.block) + ", " +
                     std::to_string(shape.dynamicSharedBytes) +
-                    " bytes of dynamic shared memory\n";
+                    " bytes of dynamic shared memory" +
+                    (shape.programmatic ? ", programmatic" : "") + "\n";
     }
     launchList[t.name] = {{"grid", t.grid},
                           {"block", t.block},

@@ -74,6 +74,12 @@ inline constexpr llvm::StringLiteral kGpuBlockAttr = "msac.gpu_block";
 inline constexpr llvm::StringLiteral kGpuDynamicSharedAttr =
     "msac.gpu_dynamic_shared_bytes";
 inline constexpr llvm::StringLiteral kGpuCtasPerSMAttr = "msac.gpu_ctas_per_sm";
+/// Unit attribute of a GPU kernel body launched with programmatic stream
+/// serialization (programmatic dependent launch, sm_90+): its CTAs may
+/// start before the previous kernel of the stream has finished, and wait
+/// for it (`griddepcontrol.wait`) before they read what it wrote.
+inline constexpr llvm::StringLiteral kGpuProgrammaticAttr =
+    "msac.gpu_programmatic";
 /// The extern shared-memory array (address space 3, `[0 x i8]`) through
 /// which kernels reach their dynamic shared memory.
 inline constexpr llvm::StringLiteral kGpuDynamicSharedSymbol =
@@ -87,6 +93,8 @@ struct KernelGeometry {
   int64_t grid = 0;
   int64_t block = 0;
   int64_t dynamicSharedBytes = 0;
+  /// Launched as a programmatic dependent (kGpuProgrammaticAttr).
+  bool programmatic = false;
 };
 
 struct HostProgram {

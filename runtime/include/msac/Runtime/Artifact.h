@@ -64,6 +64,9 @@ struct KernelLaunchShape {
   int64_t grid = 0;               ///< CTAs
   int64_t block = 0;              ///< threads per CTA
   int64_t dynamicSharedBytes = 0; ///< bytes of dynamic shared memory
+  /// Launched with programmatic stream serialization (sm_90+): it may
+  /// start before the previous kernel finishes, and waits for it itself.
+  bool programmatic = false;
 };
 
 /// A compiled target of the artifact.

@@ -54,6 +54,7 @@ private:
     void *function = nullptr;
     uint64_t table = 0;
     int64_t grid = 0, block = 0, dynamicSharedBytes = 0;
+    bool programmatic = false; ///< KernelLaunchShape::programmatic
   };
   /// Launches `schedule` and waits; with `launchMs`, times each launch
   /// with CUDA events.
