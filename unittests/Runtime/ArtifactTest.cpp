@@ -85,6 +85,46 @@ TEST(ArtifactLaunchShapes, EveryKernelHasItsOwn) {
   EXPECT_EQ(other.dynamicSharedBytes, 0);
 }
 
+TEST(ArtifactLaunchShapes, ProgrammaticIsOptional) {
+  // Absent: an ordinary launch (kTwoShapes); true: a programmatic
+  // dependent launch.
+  std::string error;
+  auto a = load("programmatic",
+                manifest(kArtifactFormatVersion,
+                         R"([{"name": "msac_k0_embedding", "grid": 528,
+                              "block": 128, "dynamic_shared_bytes": 0},
+                             {"name": "msac_k1_linear", "grid": 264,
+                              "block": 256, "dynamic_shared_bytes": 0,
+                              "programmatic": true}])"),
+                error);
+  ASSERT_TRUE(a) << error;
+  const Target *t = a->findTarget("sm_90a");
+  ASSERT_TRUE(t);
+  EXPECT_FALSE(t->shapeOf("msac_k0_embedding").programmatic);
+  EXPECT_TRUE(t->shapeOf("msac_k1_linear").programmatic);
+  auto plain = load("not-programmatic",
+                    manifest(kArtifactFormatVersion, kTwoShapes), error);
+  ASSERT_TRUE(plain) << error;
+  EXPECT_FALSE(
+      plain->findTarget("sm_90a")->shapeOf("msac_k1_linear").programmatic);
+}
+
+TEST(ArtifactLaunchShapes, ProgrammaticMustBeABoolean) {
+  std::string error;
+  auto a = load("programmatic-type",
+                manifest(kArtifactFormatVersion,
+                         R"([{"name": "msac_k0_embedding", "grid": 528,
+                              "block": 128, "dynamic_shared_bytes": 0},
+                             {"name": "msac_k1_linear", "grid": 264,
+                              "block": 256, "dynamic_shared_bytes": 0,
+                              "programmatic": "yes"}])"),
+                error);
+  EXPECT_FALSE(a);
+  EXPECT_NE(error.find("kernels[1].programmatic must be true or false"),
+            std::string::npos)
+      << error;
+}
+
 TEST(ArtifactLaunchShapes, VersionOneIsRefused) {
   std::string error;
   auto a = load("v1", manifest(1, kTwoShapes), error);
