@@ -85,18 +85,22 @@ TEST(ArtifactLaunchShapes, EveryKernelHasItsOwn) {
   EXPECT_EQ(other.dynamicSharedBytes, 0);
 }
 
+/// Two kernels' shapes, the second with `"programmatic": value`.
+std::string programmaticShapes(const std::string &value) {
+  return R"([{"name": "msac_k0_embedding", "grid": 528, "block": 128,
+              "dynamic_shared_bytes": 0},
+             {"name": "msac_k1_linear", "grid": 264, "block": 256,
+              "dynamic_shared_bytes": 0, "programmatic": )" +
+         value + "}]";
+}
+
 TEST(ArtifactLaunchShapes, ProgrammaticIsOptional) {
   // Absent: an ordinary launch (kTwoShapes); true: a programmatic
   // dependent launch.
   std::string error;
-  auto a = load("programmatic",
-                manifest(kArtifactFormatVersion,
-                         R"([{"name": "msac_k0_embedding", "grid": 528,
-                              "block": 128, "dynamic_shared_bytes": 0},
-                             {"name": "msac_k1_linear", "grid": 264,
-                              "block": 256, "dynamic_shared_bytes": 0,
-                              "programmatic": true}])"),
-                error);
+  auto a =
+      load("programmatic",
+           manifest(kArtifactFormatVersion, programmaticShapes("true")), error);
   ASSERT_TRUE(a) << error;
   const Target *t = a->findTarget("sm_90a");
   ASSERT_TRUE(t);
@@ -112,12 +116,7 @@ TEST(ArtifactLaunchShapes, ProgrammaticIsOptional) {
 TEST(ArtifactLaunchShapes, ProgrammaticMustBeABoolean) {
   std::string error;
   auto a = load("programmatic-type",
-                manifest(kArtifactFormatVersion,
-                         R"([{"name": "msac_k0_embedding", "grid": 528,
-                              "block": 128, "dynamic_shared_bytes": 0},
-                             {"name": "msac_k1_linear", "grid": 264,
-                              "block": 256, "dynamic_shared_bytes": 0,
-                              "programmatic": "yes"}])"),
+                manifest(kArtifactFormatVersion, programmaticShapes("\"yes\"")),
                 error);
   EXPECT_FALSE(a);
   EXPECT_NE(error.find("kernels[1].programmatic must be true or false"),
