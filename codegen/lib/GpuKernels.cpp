@@ -6972,6 +6972,12 @@ static llvm::cl::opt<int> f16RowsSharedKB(
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
     llvm::cl::desc("Dynamic shared memory (KiB) of the kernels that take "
                    "rowsDot's f16 rows (tuning; at most 227)"));
+
+/// Bytes of dynamic shared memory of the f16 rows' launches
+/// (--gpu-f16-rows-shared-kb, clamped to 1..227 KiB).
+int64_t f16RowsSharedBytes() {
+  return std::clamp<int64_t>(f16RowsSharedKB, 1, 227) * int64_t(1024);
+}
 bool f16RowsLaunch(KB &k, Operation *op, int64_t part, int64_t threads) {
   if (!rowsDotF16 || part != 0 || !k.packed || threads != kGpuThreads)
     return false;
@@ -7001,10 +7007,8 @@ bool prologueSplitOut(msa::AttentionPrologueOp op,
   auto it = packed ? packed->find(1) : PackedOperands::const_iterator();
   if (!packed || it == packed->end() || !GK::packedF16Format(it->second))
     return false;
-  const int64_t scratch =
-      std::clamp<int64_t>(f16RowsSharedKB, 1, 227) * int64_t(1024);
   return f16RingSplit && f16RingXDirect && f16RingHalves &&
-         16 * 2 * s.hidden > scratch;
+         16 * 2 * s.hidden > f16RowsSharedBytes();
 }
 } // namespace
 
@@ -7033,8 +7037,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                     : threads);
   g.e2m1 = e2m1;
   if (f16Rows) {
-    const int64_t bytes =
-        std::clamp<int64_t>(f16RowsSharedKB, 1, 227) * int64_t(1024);
+    const int64_t bytes = f16RowsSharedBytes();
     g.declareLaunch(kF16RowsThreads, bytes, kF16RowsCtasPerSM);
     g.scratch = g.dynamicShared();
     g.scratchBytes = bytes;
