@@ -3422,9 +3422,24 @@ static llvm::cl::opt<bool> f16RingXDirect(
 static llvm::cl::opt<bool> prologueProgrammatic(
     "gpu-programmatic-prologue", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Launch the fused attention prologue's part 1 as a "
-                   "programmatic dependent of part 0 (griddepcontrol; "
-                   "false: after part 0 finishes, as other launches)"));
+    llvm::cl::desc("Launch the fused attention prologue's parts as "
+                   "programmatic dependents (griddepcontrol): part 0 of the "
+                   "RMSNorm before it, part 1 of part 0 (false: each after "
+                   "the kernel before it finishes, as other launches)"));
+
+/// Every kernel a programmatic dependent of the one before it, waiting
+/// first thing. Off: on the H200 (docs/perf.md, twenty-fifth session) M3's
+/// two-layer decode step in a CUDA graph ran 1 % faster at one token, but
+/// 0.7 % slower at 8 tokens, 1.6 % at 16 and 2.8 % at 64, than with only
+/// the prologue's launches programmatic.
+static llvm::cl::opt<bool> programmaticLaunches(
+    "gpu-programmatic-launches", llvm::cl::Hidden, llvm::cl::init(false),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Launch every GPU kernel as a programmatic dependent of "
+                   "the one before it (sm_90+): each runs "
+                   "griddepcontrol.launch_dependents and then "
+                   "griddepcontrol.wait first (tuning; false: only the "
+                   "prologue's, --gpu-programmatic-prologue)"));
 
 static llvm::cl::opt<bool> f16RingSplit(
     "gpu-f16-ring-split", llvm::cl::Hidden, llvm::cl::init(true),
@@ -6257,7 +6272,17 @@ void moeRouterKernel(GK &g, msa::MoERouterOp op, int64_t part) {
   });
 }
 
-/// One warp per row: sum of squares, then the scaled row.
+static llvm::cl::opt<bool> rmsNormRowPerCta(
+    "gpu-rms-norm-cta", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("msa.rms_norm rows of 8 to 64 channels per thread on a "
+                   "CTA each, in one pass (false: a warp per row; tuning)"));
+
+/// Most 16-byte steps of x per thread of rmsNormKernel's CTA rows.
+constexpr int64_t kRMSNormCtaSteps = 8;
+
+/// msa.rms_norm: a CTA per row for long rows, else one warp per row (sum
+/// of squares, then the scaled row).
 void rmsNormKernel(GK &g, msa::RMSNormOp op) {
   KB &k = g.k;
   Value in = k.ptr(0), w = k.ptr(1), out = k.ptr(2);
@@ -6266,6 +6291,48 @@ void rmsNormKernel(GK &g, msa::RMSNormOp op) {
   Type ie = s.ie, we = s.we;
   const float eps = s.eps;
   const bool offset = s.offset;
+  // Long rows (the hidden state's, 6,144 channels in M3: 6 steps of 8
+  // channels per thread of 128): a CTA per row. Every thread issues the
+  // loads of its channels of x and of the weight at once, keeps them in
+  // registers, and the sum of squares goes through the warps' sums in
+  // shared memory; one pass, one wait for memory. A warp per row (below)
+  // walks the row twice, a chain of dependent loads each time: on the H200
+  // (docs/perf.md, twenty-fifth session) M3's norm of one token took 6.7 us
+  // of a decode step's CUDA graph that way, 13.4 us at 8-16 tokens.
+  if (rmsNormRowPerCta && n % (g.threads * 8) == 0 &&
+      n / (g.threads * 8) <= kRMSNormCtaSteps) {
+    const int64_t steps = n / (g.threads * 8);
+    Value partial = g.shared(k.f32, g.warps);
+    g.ctaLoop(k.imul(k.scalar(0), k.c(rowsPerToken)), [&](Value r) {
+      Value base = k.imul(r, k.c(n));
+      SmallVector<Value> cols;
+      SmallVector<SmallVector<Value>> xs, ws;
+      for (int64_t step = 0; step < steps; ++step) {
+        cols.push_back(k.imul(k.iadd(k.c(step * g.threads), g.tid), k.c(8)));
+        xs.push_back(g.load8(in, k.iadd(base, cols.back()), ie));
+        ws.push_back(g.load8(w, cols.back(), we));
+      }
+      Value ss = k.cf(0);
+      for (int64_t step = 0; step < steps; ++step)
+        for (int64_t e = 0; e < 8; ++e)
+          ss = k.add(ss, k.mul(xs[step][e], xs[step][e]));
+      ss = g.warpSum(ss);
+      k.ifThen(g.eq(g.lane, k.c(0)),
+               [&] { k.storeF(partial, g.warp, ss, k.f32); });
+      g.sync();
+      Value total = k.loadF(partial, k.c(0), k.f32);
+      for (int64_t i = 1; i < g.warps; ++i)
+        total = k.add(total, k.loadF(partial, k.c(i), k.f32));
+      // The next row's sums wait until every thread has read these.
+      g.sync();
+      Value inv = rmsInverse(k, total, n, eps);
+      for (int64_t step = 0; step < steps; ++step)
+        for (int64_t e = 0; e < 8; ++e)
+          k.storeF(out, k.iadd(k.iadd(base, cols[step]), k.c(e)),
+                   rmsNormValue(k, xs[step][e], inv, ws[step][e], offset), ie);
+    });
+    return;
+  }
   g.warpLoop(k.imul(k.scalar(0), k.c(rowsPerToken)), [&](Value r) {
     Value base = k.imul(r, k.c(n));
     Value ss = warpDot(g, in, base, ie, plainWeight(in, ie), base, n);
@@ -7042,6 +7109,17 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
     g.scratch = g.dynamicShared();
     g.scratchBytes = bytes;
   }
+  // Every kernel lets the next one start at once and waits for the one
+  // before it (its inputs) before it reads or writes global memory: the
+  // next kernel's launch and CTA start overlap this one's run. The
+  // prologue's part 1 waits later (prologueRowEpilogue).
+  if (programmaticLaunches) {
+    g.launchDependents();
+    g.declareProgrammatic();
+    if (!(prologueProgrammatic && part == 1 &&
+          isa<msa::AttentionPrologueOp>(op)))
+      g.gridDependencyWait();
+  }
   TypeSwitch<Operation *>(op)
       .Case([&](msa::IndexScoreOp o) {
         if (indexOnWgmma)
@@ -7109,13 +7187,18 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       .Case([&](msa::AttentionPrologueOp o) {
         const PrologueShape s(o);
         Value T = k.scalar(0);
-        // Part 1 starts while part 0's last CTAs run (its first loads do
-        // not need part 0's sums; prologueRowEpilogue waits before those).
-        if (prologueProgrammatic) {
-          if (part == 0)
+        // Part 0 starts while the RMSNorm of its input runs (the norm lets
+        // it, rmsNormKernel) and waits for it before anything else: its
+        // launch and CTA start overlap the norm. Part 1 starts while part
+        // 0's last CTAs run (its first loads do not need part 0's sums;
+        // prologueRowEpilogue waits before those). With programmatic
+        // launches of every kernel, emitGpuKernel has done this already.
+        if (prologueProgrammatic && !programmaticLaunches) {
+          g.declareProgrammatic();
+          if (part == 0) {
             g.launchDependents();
-          else
-            g.declareProgrammatic();
+            g.gridDependencyWait();
+          }
         }
         if (!wgmma || !prologueTiled(s)) {
           prologueWarpKernel(g, s, part, T);
@@ -7146,7 +7229,14 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
               return {};
             });
       })
-      .Case([&](msa::RMSNormOp o) { rmsNormKernel(g, o); })
+      .Case([&](msa::RMSNormOp o) {
+        // The fused prologue's part 0 may start at once (it waits before it
+        // reads the norm's output); the other kernels after a norm are not
+        // programmatic launches.
+        if (prologueProgrammatic && !programmaticLaunches)
+          g.launchDependents();
+        rmsNormKernel(g, o);
+      })
       .Case([&](msa::EmbeddingOp o) { embeddingKernel(g, o); })
       .Case([&](msa::KVCacheInsertOp o) { kvInsertKernel(g, o); })
       .Case([&](msa::RoPEOp o) { ropeKernel(g, o); });
