@@ -1,0 +1,136 @@
+// The practical read floor of the fused prologue's one-to-16-token
+// projection on the GPU: how long a kernel that only streams the weights
+// (M3: 9,216 x 6,144 E4M3 = 56.6 MB in a dense layer, 9,856 rows = 60.6 MB
+// in an MSA layer) takes, timed as msac-run's --graph-range times a range
+// of launches (20 copies in one CUDA graph, median over replays of the
+// time per copy) and as single launches between CUDA events. A measurement
+// probe for docs/perf.md, next to issue 6's floor (the weight read at the
+// copy bandwidth); not part of msac, whose kernels the compiler generates.
+//
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90a -o read_floor bench/read_floor.cu && ./read_floor
+//
+// The kernel: 2 CTAs of 512 threads per SM, grid-stride 16-byte loads with
+// 8 in flight per thread, streaming (.cs) loads, the words XOR-ed so that
+// the loads stay. Launches rotate over 4 copies of the weights (242 MB) so
+// that L2 (50 MB) does not hold them.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e = (x);                                                       \
+    if (e != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
+                   cudaGetErrorString(e));                                     \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+constexpr int kK = 6144, kThreads = 512, kInFlight = 8;
+
+__global__ void __launch_bounds__(kThreads) streamKernel(const uint4 *w,
+                                                          size_t n16,
+                                                          unsigned *out) {
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      v[u] = __ldcs(w + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n16; i += stride) {
+    uint4 v = __ldcs(w + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
+    out[0] = acc;
+}
+
+int main() {
+  CK(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  std::printf("card: %s, %d SMs\n", prop.name, sms);
+  constexpr int kCopies = 4, kGraphCopies = 20;
+  const int maxRows = 9856;
+  const size_t bytes = size_t(maxRows) * kK;
+  std::vector<uint8_t> host(bytes);
+  uint32_t seed = 12345;
+  for (uint8_t &b : host) {
+    seed = seed * 1664525u + 1013904223u;
+    b = uint8_t(seed >> 24);
+  }
+  uint8_t *w[kCopies];
+  for (uint8_t *&p : w) {
+    CK(cudaMalloc(&p, bytes));
+    CK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  unsigned *out;
+  CK(cudaMalloc(&out, sizeof(unsigned)));
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto launch = [&](int copy, int rows) {
+    streamKernel<<<2 * sms, kThreads, 0, st>>>(
+        reinterpret_cast<const uint4 *>(w[copy % kCopies]),
+        size_t(rows) * kK / 16, out);
+  };
+  auto elapsedUs = [&] {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    return double(ms) * 1e3;
+  };
+  for (int rows : {9216, 9856}) {
+    const double mb = double(rows) * kK / 1e6;
+    for (int i = 0; i < 10; ++i)
+      launch(i, rows);
+    std::vector<double> single;
+    for (int i = 0; i < 200; ++i) {
+      CK(cudaEventRecord(e0, st));
+      launch(i, rows);
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      single.push_back(elapsedUs());
+    }
+    CK(cudaGetLastError());
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kGraphCopies; ++i)
+      launch(i, rows);
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphLaunch(exec, st));
+    std::vector<double> inGraph;
+    for (int r = 0; r < 50; ++r) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaGraphLaunch(exec, st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      inGraph.push_back(elapsedUs() / kGraphCopies);
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    std::sort(single.begin(), single.end());
+    std::sort(inGraph.begin(), inGraph.end());
+    const double s = single[single.size() / 2], g = inGraph[inGraph.size() / 2];
+    std::printf("%d rows (%.1f MB): in a graph %.2f us per launch (%.2f TB/s); "
+                "single launch %.2f us (%.2f TB/s)\n",
+                rows, mb, g, mb / g, s, mb / s);
+  }
+  return 0;
+}
