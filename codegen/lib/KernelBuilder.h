@@ -262,6 +262,10 @@ public:
   Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  /// x y + z with one rounding (math.fma).
+  Value fma(Value x, Value y, Value z) {
+    return math::FmaOp::create(b, loc, x, y, z);
+  }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
   Value maxf(Value x, Value y) {
     return arith::MaximumFOp::create(b, loc, x, y);
