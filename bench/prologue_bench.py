@@ -17,11 +17,13 @@ captured in a CUDA graph (`bench-decode --graph-range`), as steps run in
 msac-run, without the CPU cost of launching kernels one by one that the
 per-launch medians of short kernels include. The floor is the layer's
 projection weights read
-once (bf16) / copy bandwidth measured here, or the projection's FLOPs /
-the bf16 matmul rate measured here, whichever is larger.
+once (--weight-bytes per weight: 2 for bf16, 1 for FP8) / copy bandwidth
+measured here, or the projection's FLOPs / the bf16 matmul rate measured
+here, whichever is larger.
 
 Usage: prologue_bench.py --msac-run BIN --unfused A --fused B --config CFG
-       [--tokens 1,8,64,512,2048,4096] [--context 8192] [--out JSON]
+       [--tokens 1,8,64,512,2048,4096] [--context 8192] [--weight-bytes 2]
+       [--out JSON]
 """
 import argparse
 import json
@@ -85,6 +87,9 @@ def main():
     ap.add_argument("--tokens", default="1,8,64,512,2048,4096")
     ap.add_argument("--context", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--weight-bytes", type=float, default=2,
+                    help="bytes per projection weight for the floor: 2 for bf16 "
+                         "(default), 1 for FP8 (per-tensor or block scales aside)")
     ap.add_argument("--out")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
@@ -107,7 +112,7 @@ def main():
         kinds = ["dense", "msa"][:len(u)]
         for kind, (tu, gu), (tf, gf) in zip(kinds, u, f):
             ch = channels[kind]
-            floor = max(ch * H * 2 / bw, 2 * n * ch * H / rate) * 1e6
+            floor = max(ch * H * args.weight_bytes / bw, 2 * n * ch * H / rate) * 1e6
             rows.append({"tokens": n, "layer": kind, "unfused_us": tu, "fused_us": tf,
                          "unfused_graph_us": gu, "fused_graph_us": gf, "floor_us": floor})
             print(f"| {n} | {kind} | {tu:.1f} | {tf:.1f} | {tu / tf:.2f} | {gu:.1f} | "
