@@ -11,6 +11,8 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 using namespace msac::numerics;
 
@@ -102,6 +104,42 @@ TEST(LowPrecision, F16ToFloat) {
   EXPECT_EQ(f16ToFloat(0xFC00), -INFINITY);
   EXPECT_TRUE(std::isnan(f16ToFloat(0x7E00)));
   EXPECT_TRUE(std::signbit(f16ToFloat(0x8000)));
+}
+
+// The GPU's one-row products (rowsDot, codegen/lib/GpuKernels.cpp) use an
+// FMA where the weight is E4M3 or bf16 and x is bf16, relying on every such
+// product being exact in FP32 (at most 8 x 8 significant bits) unless it
+// falls below FP32's normal range: then fma(w, x, s) rounds as s + w x
+// did with the multiply and the add apart. Every finite E4M3 value (and a
+// spread of bf16 weights) against every finite bf16 value.
+TEST(LowPrecision, NarrowProductsAreExactInFP32) {
+  const double minNormal = std::ldexp(1.0, -126);
+  std::vector<float> weights;
+  for (int b = 0; b < 256; ++b)
+    if ((b & 0x7F) != 0x7F)
+      weights.push_back(e4m3ToFloat(static_cast<uint8_t>(b)));
+  for (int h = 0; h < 65536; h += 257)
+    if (std::isfinite(bf16ToFloat(static_cast<uint16_t>(h))))
+      weights.push_back(bf16ToFloat(static_cast<uint16_t>(h)));
+  int64_t checked = 0, inexact = 0, differ = 0;
+  for (float w : weights)
+    for (int h = 0; h < 65536; ++h) {
+      const float x = bf16ToFloat(static_cast<uint16_t>(h));
+      const double exact = static_cast<double>(w) * static_cast<double>(x);
+      if (!std::isfinite(x) || std::fabs(exact) > 3.0e38 ||
+          (exact != 0 && std::fabs(exact) < minNormal))
+        continue;
+      ++checked;
+      const float product = std::fma(w, x, 0.0f);
+      inexact += static_cast<double>(product) != exact;
+      // A running sum of the same order as the product.
+      const float sum = static_cast<float>(exact * 0.7109375 + 0.3);
+      const float separate = sum + product;
+      differ += std::fma(w, x, sum) != separate;
+    }
+  EXPECT_GT(checked, int64_t(25000000));
+  EXPECT_EQ(inexact, 0);
+  EXPECT_EQ(differ, 0);
 }
 
 } // namespace
