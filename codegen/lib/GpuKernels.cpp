@@ -4522,6 +4522,67 @@ bool linearTileFits(Operation *op, int64_t threads) {
          kk % kChunkK == 0 && n % kTileN == 0;
 }
 
+static llvm::cl::opt<bool> packedTile(
+    "gpu-packed-tile", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("msa.linear and the attention prologue with per-tensor "
+                   "FP8 weights read in place take the wgmma tile GEMM on "
+                   "sm_90a from --gpu-packed-tile-min-tokens tokens "
+                   "(false: rowsDot at every step; tuning)"));
+
+/// Fewest tokens of a step for which a per-tensor FP8 msa.linear
+/// (linearTilePacked) takes the tile GEMM, and the same for the attention
+/// prologue (prologuePackedTiled); below, rowsDot's f16 rows and ring (up
+/// to 16 rows) or its mma.sync tiles. Measured on the H200 (docs/perf.md,
+/// twenty-eighth session; M3, 2 layers): the tile GEMM's linears took
+/// 1,020-1,040 us from 24 to 64 tokens against 612 / 686 / 1,026 / 1,118 /
+/// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
+/// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
+/// against 8,959 us (linears) and 629 against 1,884 (prologues).
+static llvm::cl::opt<int> packedTileMinTokensOption(
+    "gpu-packed-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(40),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Fewest tokens of a step for which msa.linear with "
+                   "per-tensor FP8 weights read in place takes the wgmma "
+                   "tile GEMM on sm_90a (tuning)"));
+static llvm::cl::opt<int> packedPrologueTileMinTokensOption(
+    "gpu-packed-prologue-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(64),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Fewest tokens of a step for which the attention "
+                   "prologue with per-tensor FP8 weights read in place "
+                   "takes the wgmma tile GEMM on sm_90a (tuning)"));
+
+int64_t packedTileMinTokens() {
+  return std::max<int64_t>(1, packedTileMinTokensOption);
+}
+int64_t packedPrologueTileMinTokens() {
+  return std::max<int64_t>(1, packedPrologueTileMinTokensOption);
+}
+
+/// True when msa.linear's weight (slot 1) is a per-tensor FP8 E4M3 weight
+/// read in place (GK::packedF16Format: the weights that take rowsDot's
+/// f16 rows and their launch, f16RowsLaunch), with a bf16 input, a bf16 or
+/// f32 result, K a multiple of kChunkK and N a multiple of kTileN: from
+/// packedTileMinTokens tokens its wgmma kernel runs the tile GEMM, which
+/// decodes the weight into its stages (TileRows::bPacked), on that launch
+/// (packedTileSwitch).
+bool linearTilePacked(Operation *op, int64_t threads,
+                      const PackedOperands *packed) {
+  // The launch of the f16 rows (f16RowsLaunch) carries the tile's rings.
+  if (!packedTile || !rowsDotF16 || !isa<msa::LinearOp>(op) ||
+      threads != kGpuThreads || !packed ||
+      shapeOf(op->getOperand(0)).size() != 2)
+    return false;
+  auto it = packed->find(1);
+  if (it == packed->end() || !GK::packedF16Format(it->second))
+    return false;
+  Value wv = op->getOperand(1);
+  Type xe = elementOf(op->getOperand(0)), oe = elementOf(op->getResult(0));
+  const int64_t kk = shapeOf(wv)[1], n = shapeOf(wv)[0];
+  return xe.isBF16() && (oe.isBF16() || oe.isF32()) && kk % kChunkK == 0 &&
+         n % kTileN == 0;
+}
+
 /// The wgmma matrix descriptor (wgmma::descriptor, base offset 0) of the
 /// operand at byte `offset` of the shared array at shared-window address
 /// `smemAddr` (i64), with the address-independent bits `fixed`
@@ -4562,6 +4623,18 @@ Value wgmmaDescriptor(KB &k, Value smemAddr, Value offset, bool swizzled) {
 struct TileRows {
   std::function<std::pair<Value, Value>(Value r)> aRow;
   std::function<Value(Value r)> bRow;
+  /// A packed B read in place (GK::packedMmaFormat; null: bf16 rows by
+  /// bRow): `bIndex(r)` gives the flat index of B row r's first element.
+  /// The threads load each 8-element piece (GK::loadWeightRaw), decode it
+  /// to bf16 exactly (GK::decodeWeightBF16, without the packedTail factor,
+  /// which the caller multiplies into the tile) and store it into the
+  /// stage, instead of copying it by cp.async.
+  const WeightRef *bPacked = nullptr;
+  std::function<Value(Value r)> bIndex;
+  /// With bPacked, optionally the weight of B row r (its payload, scales
+  /// and global scale; bPacked's format), for B tiles that gather rows of
+  /// several weights (the MoE experts' gate and up rows).
+  std::function<WeightRef(Value r)> bPackedRow;
 };
 
 static llvm::cl::opt<bool> wgmmaSwizzle(
@@ -4642,7 +4715,8 @@ public:
       Value from, size, channel;
       Value to;
     };
-    SmallVector<Copy> copies;
+    SmallVector<Copy> copies, packedCopies;
+    SmallVector<WeightRef> packedRefs; // per packed copy
     auto plan = [&](int64_t nRows, int64_t tileOffset, bool isA) {
       for (int64_t i = 0; i < nRows * kCoreCols / g.threads; ++i) {
         Value j = k.iadd(g.tid, k.c(i * g.threads));
@@ -4669,16 +4743,23 @@ public:
           c.from = from;
           if (valid)
             c.size = k.select(valid, g.ci32(16), g.ci32(0));
+          copies.push_back(c);
+        } else if (rows.bPacked) {
+          c.from = rows.bIndex(r);
+          packedCopies.push_back(c);
+          packedRefs.push_back(rows.bPackedRow ? rows.bPackedRow(r)
+                                               : *rows.bPacked);
         } else {
           c.from = rows.bRow(r);
+          copies.push_back(c);
         }
-        copies.push_back(c);
       }
     };
     plan(tileM(), 0, /*isA=*/true);
     plan(kTileN, aBytes(), /*isA=*/false);
 
-    // Copies chunk `chunk` into its stage as one cp.async group.
+    // Copies chunk `chunk` into its stage as one cp.async group (a packed
+    // B aside: loadPacked, storePacked).
     auto issue = [&](Value chunk) {
       Value base = k.imul(k.irem(chunk, k.c(stages)), k.c(stageBytes()));
       Value k0 = k.imul(chunk, k.c(kChunkK));
@@ -4693,6 +4774,36 @@ public:
                                 NVVM::LoadCacheModifierKind::CG, c.size);
       }
     };
+    // A packed B's pieces of chunk `chunk`: loadPacked issues their
+    // payload loads (a word vector per piece), storePacked decodes them to
+    // bf16 (with their block scales, loaded then) and stores them into the
+    // chunk's stage (plain st.shared, which the fence.proxy.async before
+    // the chunk's barrier publishes to the wgmma like the cp.async copies).
+    auto pieceIndex = [&](const Copy &c, Value chunk) {
+      return k.iadd(c.from, k.iadd(k.imul(chunk, k.c(kChunkK)), c.channel));
+    };
+    auto loadPacked = [&](Value chunk) {
+      SmallVector<Value> words;
+      for (auto [c, ref] : llvm::zip(packedCopies, packedRefs))
+        words.push_back(g.loadWeightRaw(ref, pieceIndex(c, chunk)).words[0]);
+      return words;
+    };
+    auto storePacked = [&](Value chunk, ArrayRef<Value> words) {
+      Value base = k.imul(k.irem(chunk, k.c(stages)), k.c(stageBytes()));
+      auto v4 = VectorType::get({4}, k.i32);
+      for (auto [c, ref, w] : llvm::zip(packedCopies, packedRefs, words)) {
+        GK::WeightRaw raw = g.loadWeightRaw(ref, pieceIndex(c, chunk));
+        raw.words[0] = w; // the payload's reload is dead
+        SmallVector<Value> bf = g.decodeWeightBF16(ref, raw);
+        Value v = LLVM::PoisonOp::create(k.b, k.loc, v4);
+        for (int64_t e = 0; e < 4; ++e)
+          v = LLVM::InsertElementOp::create(k.b, k.loc, v, bf[e], g.ci32(e));
+        Value to =
+            LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+                                ValueRange{k.toI64(k.iadd(base, c.to))});
+        LLVM::StoreOp::create(k.b, k.loc, v, to, /*alignment=*/16);
+      }
+    };
     auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc); };
 
     // Chunks in flight ahead of the one being multiplied: with pipelined
@@ -4701,14 +4812,27 @@ public:
     const int64_t ahead = pipelined ? stages - 2 : stages - 1;
     assert(ahead >= 1 && "the ring needs a stage to fill ahead");
     for (int64_t s = 0; s < ahead; ++s) {
-      if (s < chunks)
+      if (s < chunks) {
         issue(k.c(s));
+        if (!packedCopies.empty())
+          storePacked(k.c(s), loadPacked(k.c(s)));
+      }
       commit();
     }
+    // A packed B's payload runs a step ahead of its decode: step c stores
+    // chunk c + ahead, loaded in step c - 1, and loads chunk c + ahead + 1
+    // (the last chunk again past the end).
+    auto clampChunk = [&](Value chunk) {
+      return g.imin(chunk, k.c(chunks - 1));
+    };
+    SmallVector<Value> pending;
+    if (!packedCopies.empty())
+      pending = loadPacked(clampChunk(k.c(ahead)));
     // One chunk: acc += A[.., chunk] B[.., chunk]^T. The first chunk starts
     // the sum (no accumulator registers are written before the first
     // wgmma, as the wgmma.fence rules require).
-    auto step = [&](Value chunk, Value a, bool first) -> Value {
+    auto step = [&](Value chunk, Value a, bool first,
+                    SmallVector<Value> &payload) -> Value {
       // This thread's copies of `chunk` have landed; make them visible to
       // the async proxy (wgmma reads shared memory through it), then wait
       // for every thread's. The barrier also ends every warpgroup's reads
@@ -4735,14 +4859,32 @@ public:
         a = mma(a, descA, descB, /*accumulate=*/!first || s > 0);
       }
       NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+      // A packed B's chunk `next` decodes while this chunk's wgmma runs
+      // (its stage is not one the wgmma in flight reads), and the payload
+      // of the chunk after it loads.
+      if (!packedCopies.empty()) {
+        k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)),
+                 [&] { storePacked(next, payload); });
+        payload = loadPacked(clampChunk(k.iadd(next, k.c(1))));
+      }
       // Pipelined: this chunk's wgmma runs on while the next chunk's
       // barrier and copies are issued; the previous chunk's has finished.
       NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, pipelined ? 1 : 0);
       return a;
     };
-    Value acc = step(k.c(0), LLVM::PoisonOp::create(k.b, k.loc, accT), true);
-    acc = k.reduce(k.c(1), k.c(chunks), acc,
-                   [&](Value chunk, Value a) { return step(chunk, a, false); });
+    Value acc =
+        step(k.c(0), LLVM::PoisonOp::create(k.b, k.loc, accT), true, pending);
+    SmallVector<Value> init{acc};
+    llvm::append_range(init, pending);
+    SmallVector<Value> loop = k.reduceN(
+        k.c(1), k.c(chunks), init,
+        [&](Value chunk, ValueRange carried) -> SmallVector<Value> {
+          SmallVector<Value> payload(carried.drop_front());
+          SmallVector<Value> r{step(chunk, carried[0], false, payload)};
+          llvm::append_range(r, payload);
+          return r;
+        });
+    acc = loop[0];
     if (pipelined)
       NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
     return acc;
@@ -4849,6 +4991,12 @@ void linearTileKernel(GK &g, Operation *op, Value T, Value ring = Value(),
                                ValueRange{k.toI64(k.imul(row, k.c(kk)))});
   };
 
+  // A packed weight (linearTilePacked) is read in place, its tail factor
+  // multiplied into the tile.
+  const WeightRef wref = weightOperand(k, logits ? 2 : 1, elementOf(wv));
+  const bool packed = wref.packed != nullptr;
+  Value tail = packed ? g.packedTail(wref, k.c(0)) : Value();
+
   g.ctaLoop(k.imul(mTiles, k.c(n / kTileN)), [&](Value item) {
     Value row0 = k.imul(k.irem(item, mTiles), k.c(tileM));
     Value col0 = k.imul(k.idiv(item, mTiles), k.c(kTileN));
@@ -4862,9 +5010,17 @@ void linearTileKernel(GK &g, Operation *op, Value T, Value ring = Value(),
       return {rowPtr(x, src), valid};
     };
     rows.bRow = [&](Value r) { return rowPtr(w, k.iadd(col0, r)); };
+    if (packed) {
+      rows.bPacked = &wref;
+      rows.bIndex = [&](Value r) { return k.imul(k.iadd(col0, r), k.c(kk)); };
+    }
     Value acc = tile.run(rows);
     tile.forEachPair(acc, [&](Value r, Value c, int64_t, Value v0, Value v1) {
       Value row = k.iadd(row0, r);
+      if (tail) {
+        v0 = k.mul(v0, tail);
+        v1 = k.mul(v1, tail);
+      }
       k.ifThen(k.icmp(CmpI::ult, row, T), [&] {
         tile.storePair(out, k.iadd(k.imul(row, k.c(n)), k.iadd(col0, c)), oe,
                        v0, v1);
@@ -4984,6 +5140,38 @@ void wideTileSwitch(
               g.scratchBytes = 0;
               return {};
             });
+        return {};
+      });
+}
+
+/// The body of a kernel on the f16 rows' launch (f16RowsLaunch: one CTA of
+/// kF16RowsThreads threads per SM, its dynamic shared memory in
+/// g.scratch) whose per-tensor FP8 projection takes the tile GEMM from
+/// `minTokens` tokens: the CTA as groups of wgmma::kWideWarpgroups
+/// warpgroups (groupView), each running tile(its group, its share of the
+/// shared memory, kWideWarpgroups, the stages that share holds) on
+/// kWideTileM-row tiles; below, small() on the whole CTA.
+void packedTileSwitch(
+    GK &g, Value T, int64_t minTokens,
+    const std::function<void(GK &, Value, int64_t, int64_t)> &tile,
+    const std::function<void()> &small) {
+  KB &k = g.k;
+  const int64_t groups = g.threads / wgmma::kWideThreads;
+  const int64_t ringBytes = g.scratchBytes / groups;
+  const int64_t stages = ringBytes / wgmma::kWideStageBytes;
+  assert(groups >= 1 && stages >= 2 && "packedTileSwitch: the f16 rows launch");
+  g.ifElse(
+      k.icmp(CmpI::sge, T, k.c(minTokens)), {},
+      [&]() -> SmallVector<Value> {
+        std::unique_ptr<GK> view = groupView(g, wgmma::kWideThreads);
+        Value ring = LLVM::GEPOp::create(
+            k.b, k.loc, g.scratch.getType(), k.b.getI8Type(), g.scratch,
+            ValueRange{k.toI64(k.imul(view->sharedGroup, k.c(ringBytes)))});
+        tile(*view, ring, wgmma::kWideWarpgroups, stages);
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        small();
         return {};
       });
 }
@@ -5427,16 +5615,35 @@ int64_t moeExpertCount(msa::MoEExpertsOp op) {
   return shapeOf(op.getGateWeights())[0];
 }
 
+/// True when the MoE experts' gate, up and down weights (slots 3-5) are
+/// per-tensor (per-matrix) FP8 E4M3 weights read in place
+/// (GK::packedF16Format), which the tile GEMM decodes into its stages
+/// (TileRows::bPacked).
+bool moeWeightsTilePacked(const PackedOperands *packed) {
+  if (!packedTile || !packed)
+    return false;
+  for (int slot : {3, 4, 5}) {
+    auto it = packed->find(slot);
+    if (it == packed->end() || !GK::packedF16Format(it->second))
+      return false;
+  }
+  return true;
+}
+
 /// True when the MoE experts can take the grouped tile GEMM (sm_90a): bf16
-/// activations and weights, H and the expert width multiples of the tile's
+/// activations, bf16 weights or per-tensor FP8 ones read in place
+/// (moeWeightsTilePacked), H and the expert width multiples of the tile's
 /// K chunk, H of kTileN and the expert width of kTileN / 2 (gate and up
 /// share a tile), at most 1024 experts (counted in shared memory).
-bool moeExpertsTileFits(msa::MoEExpertsOp op, int64_t threads) {
+bool moeExpertsTileFits(msa::MoEExpertsOp op, int64_t threads,
+                        const PackedOperands *packed) {
   const MoEExpertsShape s(op);
-  return threads == wgmma::kThreads && s.ie.isBF16() && s.we.isBF16() &&
-         s.de.isBF16() && s.h % kChunkK == 0 && s.h % kTileN == 0 &&
-         s.inner % kChunkK == 0 && s.inner % (kTileN / 2) == 0 &&
-         moeExpertCount(op) <= 1024;
+  const bool weights =
+      (s.we.isBF16() && s.de.isBF16()) ||
+      (s.we.isF32() && s.de.isF32() && moeWeightsTilePacked(packed));
+  return threads == wgmma::kThreads && s.ie.isBF16() && weights &&
+         s.h % kChunkK == 0 && s.h % kTileN == 0 && s.inner % kChunkK == 0 &&
+         s.inner % (kTileN / 2) == 0 && moeExpertCount(op) <= 1024;
 }
 
 /// Fewest tokens of a step for which the MoE experts take the grouped tile
@@ -5564,6 +5771,20 @@ void moeTileKernel(GK &g, msa::MoEExpertsOp op, int64_t part, Value T) {
   const bool gateUp = part == 1;
   TileGemm tile(g, gateUp ? h : inner);
   Value tiles = k.loadIndex(ws, word(tileStartAt, k.c(experts)));
+  // Packed weights (moeWeightsTilePacked) are read in place, each
+  // matrix's tail factor multiplied into its part of the tile.
+  const WeightRef ref1 = weightOperand(k, 3, s.we),
+                  ref3 = weightOperand(k, 4, s.we),
+                  ref2 = weightOperand(k, 5, s.de);
+  const bool packed = ref1.packed && ref3.packed && ref2.packed;
+  // The tail of expert e's matrix of `ref` ([E, rows, cols]).
+  auto tailOf = [&](const WeightRef &ref, Value e) -> Value {
+    if (!packed)
+      return Value();
+    const PackedWeight &p = *ref.packed;
+    return g.packedTail(ref, k.imul(e, k.c(p.rows() * p.cols())));
+  };
+  auto times = [&](Value v, Value t) { return t ? k.mul(v, t) : v; };
   const int64_t nTiles = gateUp ? inner / (kTileN / 2) : h / kTileN;
   Value xg = tile.global(in), w1g = tile.global(w1), w3g = tile.global(w3),
         w2g = tile.global(w2), actg = tile.global(act);
@@ -5595,15 +5816,41 @@ void moeTileKernel(GK &g, msa::MoEExpertsOp op, int64_t part, Value T) {
         return LLVM::SelectOp::create(k.b, k.loc, up, rowPtr(w3g, row, h),
                                       rowPtr(w1g, row, h));
       };
+      Value tail1, tail3;
+      if (packed) {
+        rows.bPacked = &ref1;
+        rows.bIndex = [&](Value r) {
+          Value n = k.iadd(n0, k.irem(r, k.c(kTileN / 2)));
+          return k.imul(k.iadd(k.imul(e, k.c(inner)), n), k.c(h));
+        };
+        rows.bPackedRow = [&](Value r) {
+          Value up = k.icmp(CmpI::uge, r, k.c(kTileN / 2));
+          auto pick = [&](Value a, Value b) {
+            return a ? LLVM::SelectOp::create(k.b, k.loc, up, a, b).getResult()
+                     : Value();
+          };
+          WeightRef w = ref1;
+          w.base = pick(ref3.base, ref1.base);
+          w.scales = pick(ref3.scales, ref1.scales);
+          w.global = pick(ref3.global, ref1.global);
+          return w;
+        };
+        tail1 = tailOf(ref1, e);
+        tail3 = tailOf(ref3, e);
+      }
       Value acc = tile.run(rows);
       tile.forEachPair(acc, [&](Value r, Value c, int64_t i, Value g0,
                                 Value g1) {
         if (i >= kTileN / 4)
           return; // the up half
         Value u0 =
-            LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + kTileN / 4);
-        Value u1 =
-            LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + kTileN / 4 + 1);
+            times(LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + kTileN / 4),
+                  tail3);
+        Value u1 = times(
+            LLVM::ExtractValueOp::create(k.b, k.loc, acc, i + kTileN / 4 + 1),
+            tail3);
+        g0 = times(g0, tail1);
+        g1 = times(g1, tail1);
         Value p = k.iadd(start, r);
         k.ifThen(k.icmp(CmpI::ult, p, end), [&] {
           auto swiglu = [&](Value gv, Value uv) {
@@ -5624,8 +5871,18 @@ void moeTileKernel(GK &g, msa::MoEExpertsOp op, int64_t part, Value T) {
       rows.bRow = [&](Value r) -> Value {
         return rowPtr(w2g, k.iadd(k.imul(e, k.c(h)), k.iadd(c0, r)), inner);
       };
+      Value tail2;
+      if (packed) {
+        rows.bPacked = &ref2;
+        rows.bIndex = [&](Value r) {
+          return k.imul(k.iadd(k.imul(e, k.c(h)), k.iadd(c0, r)), k.c(inner));
+        };
+        tail2 = tailOf(ref2, e);
+      }
       Value acc = tile.run(rows);
       tile.forEachPair(acc, [&](Value r, Value c, int64_t, Value v0, Value v1) {
+        v0 = times(v0, tail2);
+        v1 = times(v1, tail2);
         Value p = k.iadd(start, r);
         k.ifThen(k.icmp(CmpI::ult, p, end), [&] {
           Value pair = k.loadIndex(ws, word(permAt, p));
@@ -5713,13 +5970,37 @@ std::string prologueWeightForm(Value w) {
   return form;
 }
 
-/// True when the prologue's projections can take the wgmma tile GEMM:
-/// bf16 weights (block-scaled ones, read in place or as FP32 copies, take
-/// the warp path at every step).
+/// The launch slot of the projection weight of branch `kind` (the
+/// operands' order: PrologueBuffers).
+int prologueWeightSlot(int kind) {
+  using P = PrologueShape;
+  return kind < P::IQ ? 1 + kind : 11 + (kind - P::IQ);
+}
+
+/// True when the prologue's projections can take the wgmma tile GEMM on
+/// its wide launch: bf16 weights (per-tensor FP8 ones read in place take
+/// prologuePackedTiled's; other block-scaled ones, read in place or as
+/// FP32 copies, take the warp path at every step).
 bool prologueTiled(const PrologueShape &s) {
   for (int kind = 0; kind < s.kinds(); ++kind)
     if (!elementOf(s.weight(kind)).isBF16())
       return false;
+  return true;
+}
+
+/// True when the prologue's projections are per-tensor FP8 E4M3 weights
+/// read in place (GK::packedF16Format, every branch: prologueFits makes
+/// them one form), which from packedPrologueTileMinTokens tokens take the tile
+/// GEMM decoding them into its stages, on the f16 rows' launch
+/// (packedTileSwitch).
+bool prologuePackedTiled(const PrologueShape &s, const PackedOperands *packed) {
+  if (!packedTile || !rowsDotF16 || !packed)
+    return false;
+  for (int kind = 0; kind < s.kinds(); ++kind) {
+    auto it = packed->find(prologueWeightSlot(kind));
+    if (it == packed->end() || !GK::packedF16Format(it->second))
+      return false;
+  }
   return true;
 }
 
@@ -5774,14 +6055,14 @@ struct PrologueBuffers {
     using P = PrologueShape;
     KB &k = g.k;
     in = k.ptr(0);
-    wSlot[P::Q] = 1, wSlot[P::K] = 2, wSlot[P::V] = 3;
+    for (int kind = 0; kind < s.kinds(); ++kind)
+      wSlot[kind] = prologueWeightSlot(kind);
     w[P::Q] = k.ptr(1), w[P::K] = k.ptr(2), w[P::V] = k.ptr(3);
     norm[P::Q] = k.ptr(4), norm[P::K] = k.ptr(5);
     cache[P::K] = k.ptr(6), cache[P::V] = k.ptr(7);
     table = k.ptr(8), seqs = k.ptr(9), pos = k.ptr(10);
     int next = 11;
     if (s.hasIndex) {
-      wSlot[P::IQ] = next, wSlot[P::IK] = next + 1;
       w[P::IQ] = k.ptr(next++), w[P::IK] = k.ptr(next++);
       norm[P::IQ] = k.ptr(next++), norm[P::IK] = k.ptr(next++);
       cache[P::IK] = k.ptr(next++);
@@ -6124,16 +6405,42 @@ void prologueTileKernel(GK &g, const PrologueShape &s, Value T,
     return LLVM::GEPOp::create(k.b, k.loc, base.getType(), k.i16, base,
                                ValueRange{k.toI64(k.imul(row, k.c(s.hidden)))});
   };
+  // Packed weights (prologuePackedTiled: one form in every branch) are
+  // read in place through one layout, as prologueWarpKernel does.
+  WeightRef ref[PrologueShape::kKinds];
+  PackedWeight layout;
+  for (int kind = 0; kind < s.kinds(); ++kind) {
+    ref[kind] = weightOperand(k, b.wSlot[kind], elementOf(s.weight(kind)));
+    if (const PackedWeight *p = ref[kind].packed)
+      if (!layout.format || p->rows() > layout.rows())
+        layout = *p;
+  }
+  const bool packed = static_cast<bool>(layout.format);
+  if (packed)
+    for (int kind = 0; kind < s.kinds(); ++kind) {
+      assert(ref[kind].packed && "prologuePackedTiled: one form");
+      ref[kind].packed = &layout;
+    }
   g.ctaLoop(k.imul(mTiles, k.c(s.totalHeads)), [&](Value item) {
     Value row0 = k.imul(k.irem(item, mTiles), k.c(tileM));
     Value gh = k.idiv(item, mTiles);
     // The branch's weight and first row of the head (uniform per item).
     Value base = w[0], first = k.imul(gh, k.c(kTileN));
+    WeightRef wk = ref[0];
+    auto pick = [&](Value in, Value a, Value other) {
+      return a ? LLVM::SelectOp::create(k.b, k.loc, in, a, other).getResult()
+               : Value();
+    };
     for (int kind = 1; kind < s.kinds(); ++kind) {
       Value in = k.icmp(CmpI::uge, gh, k.c(s.start[kind]));
       base = LLVM::SelectOp::create(k.b, k.loc, in, w[kind], base);
       first = k.select(in, k.imul(g.isub(gh, k.c(s.start[kind])), k.c(kTileN)),
                        first);
+      if (packed) {
+        wk.base = pick(in, ref[kind].base, wk.base);
+        wk.scales = pick(in, ref[kind].scales, wk.scales);
+        wk.global = pick(in, ref[kind].global, wk.global);
+      }
     }
     TileRows rows;
     rows.aRow = [&](Value r) -> std::pair<Value, Value> {
@@ -6141,10 +6448,19 @@ void prologueTileKernel(GK &g, const PrologueShape &s, Value T,
       return {rowPtr(x, g.imin(row, lastRow)), k.icmp(CmpI::ult, row, T)};
     };
     rows.bRow = [&](Value r) { return rowPtr(base, k.iadd(first, r)); };
+    Value tail;
+    if (packed) {
+      rows.bPacked = &wk;
+      rows.bIndex = [&](Value r) {
+        return k.imul(k.iadd(first, r), k.c(s.hidden));
+      };
+      tail = g.packedTail(wk, k.imul(first, k.c(s.hidden)));
+    }
     Value acc = tile.run(rows);
     prologueByKind(g, s, gh, [&](int kind, Value head) {
       prologueEpilogue(g, s, b, kind, head, row0, T, [&](int64_t i) -> Value {
-        return LLVM::ExtractValueOp::create(k.b, k.loc, acc, i);
+        Value v = LLVM::ExtractValueOp::create(k.b, k.loc, acc, i);
+        return tail ? k.mul(v, tail) : v;
       });
     });
     g.sync();
@@ -7016,16 +7332,19 @@ bool msac::kernels::hasE2M1Kernel(Operation *op, int64_t threads,
   return false;
 }
 
-bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads) {
+bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads,
+                                   const PackedOperands *packed) {
   if (!hasGpuKernel(op, threads))
     return false;
   if (auto moe = dyn_cast<msa::MoEExpertsOp>(op))
-    return moeExpertsTileFits(moe, threads);
-  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
-    return prologueTiled(PrologueShape(prologue));
+    return moeExpertsTileFits(moe, threads, packed);
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
+    const PrologueShape s(prologue);
+    return prologueTiled(s) || prologuePackedTiled(s, packed);
+  }
   if (auto score = dyn_cast<msa::IndexScoreOp>(op))
     return threads == wgmma::kThreads && indexScoreWgmmaFits(score);
-  return linearTileFits(op, threads);
+  return linearTileFits(op, threads) || linearTilePacked(op, threads, packed);
 }
 
 /// The launch of the msa.linear and attention-prologue (part 0) kernels
@@ -7095,9 +7414,10 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                                   int64_t part, bool wgmma, bool wideTiles,
                                   bool e2m1) {
   // The wide tile (wideTileSwitch) runs on CTAs of two warpgroups.
-  const bool wide =
-      wgmma && wideTiles && part == 0 &&
-      (isa<msa::AttentionPrologueOp>(op) || linearTileFits(op, threads));
+  auto prologue = dyn_cast<msa::AttentionPrologueOp>(op);
+  const bool wide = wgmma && wideTiles && part == 0 &&
+                    (prologue ? prologueTiled(PrologueShape(prologue))
+                              : linearTileFits(op, threads));
   const bool f16Rows = !wide && f16RowsLaunch(k, op, part, threads);
   // The tensor-core indexer's CTAs (0: indexScoreKernel on `threads`).
   int64_t indexBlock = 0;
@@ -7148,6 +7468,16 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
           attentionCombineKernel(g, o);
       })
       .Case<msa::LinearOp, msa::LogitsOp>([&](Operation *o) {
+        if (wgmma && f16Rows && linearTilePacked(o, threads, k.packed)) {
+          Value rows = k.scalar(0);
+          packedTileSwitch(
+              g, rows, packedTileMinTokens(),
+              [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
+                linearTileKernel(tg, o, rows, ring, warpgroups, stages);
+              },
+              [&] { rowsDotKernel(g, o); });
+          return;
+        }
         if (!wgmma || !linearTileFits(o, threads)) {
           rowsDotKernel(g, o);
           return;
@@ -7177,7 +7507,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
             });
       })
       .Case([&](msa::MoEExpertsOp o) {
-        if (!wgmma || !moeExpertsTileFits(o, threads)) {
+        if (!wgmma || !moeExpertsTileFits(o, threads, k.packed)) {
           moeExpertsKernel(g, o, part);
           return;
         }
@@ -7210,6 +7540,31 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
             g.launchDependents();
             g.gridDependencyWait();
           }
+        }
+        if (wgmma && !prologueTiled(s) && prologuePackedTiled(s, k.packed)) {
+          // Part 0 on the f16 rows' launch; part 1 has no work on the tile
+          // path.
+          if (part == 0) {
+            packedTileSwitch(
+                g, T, packedPrologueTileMinTokens(),
+                [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
+                  prologueTileKernel(tg, s, T, ring, warpgroups, stages);
+                },
+                [&] { prologueWarpKernel(g, s, part, T); });
+            return;
+          }
+          g.ifElse(
+              k.icmp(CmpI::sge, T, k.c(packedPrologueTileMinTokens())), {},
+              [&]() -> SmallVector<Value> {
+                if (g.programmatic)
+                  g.gridDependencyWait(); // as prologueWarpKernel's part 1
+                return {};
+              },
+              [&]() -> SmallVector<Value> {
+                prologueWarpKernel(g, s, part, T);
+                return {};
+              });
+          return;
         }
         if (!wgmma || !prologueTiled(s)) {
           prologueWarpKernel(g, s, part, T);

@@ -52,9 +52,12 @@ int64_t gpuKernelParts(Operation *op);
 
 /// True when `op`'s GPU kernel has a different body on targets with
 /// warpgroup MMA (wgmma.mma_async, sm_90a): the tile GEMM of msa.linear,
-/// msa.logits, the MoE experts and msa.attention_prologue, and the indexer
-/// with NVFP4 index keys (msa.index_score).
-bool hasWgmmaKernel(Operation *op, int64_t threads);
+/// msa.logits, the MoE experts and msa.attention_prologue (bf16 weights,
+/// or per-tensor FP8 ones read in place, which `packed`, the kernel's
+/// packed operands, tells), and the indexer with NVFP4 index keys
+/// (msa.index_score).
+bool hasWgmmaKernel(Operation *op, int64_t threads,
+                    const PackedOperands *packed = nullptr);
 
 /// True when part `part` of `op`'s GPU kernel decodes NVFP4 cache values
 /// and has a different body on targets with hardware E2M1 conversions

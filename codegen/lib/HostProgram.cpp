@@ -980,7 +980,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   };
   for (int64_t part = 0; gpu && part < parts; ++part)
     emitGpuBody(*program.gpuKernels, part, /*wgmma=*/false, /*e2m1=*/false);
-  if (gpu && hasWgmmaKernel(op, kGpuThreads))
+  if (gpu && hasWgmmaKernel(op, kGpuThreads, &packedOps))
     for (int64_t part = 0; part < parts; ++part)
       emitGpuBody(*program.wgmmaKernels, part, /*wgmma=*/true,
                   /*e2m1=*/false);
