@@ -3137,7 +3137,8 @@ SmallVector<std::array<Value, 2>> ctaRowDots8(GK &g, Value x, Value xOff,
 SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
                                    const WeightRef &w, Value row0,
                                    int64_t maxRows, Value slot);
-std::unique_ptr<GK> groupView(GK &g, int64_t threads);
+std::unique_ptr<GK> groupView(GK &g, int64_t threads,
+                              StringRef suffix = "_grp");
 
 static llvm::cl::opt<bool> rowsDotStream(
     "gpu-rows-dot-stream", llvm::cl::Hidden, llvm::cl::init(true),
@@ -5055,11 +5056,14 @@ std::unique_ptr<GK> warpgroupView(GK &g) {
 
 /// g's CTA as CTAs of `threads` threads (a divisor of g.threads; the
 /// groups as warpgroupView's warpgroups: virtual CTA group numCtas +
-/// ctaId, named barrier 1 + group, and shared arrays of their own).
-std::unique_ptr<GK> groupView(GK &g, int64_t threads) {
+/// ctaId, named barrier 1 + group, and shared arrays of their own, named
+/// after g's with `suffix`: views of one kernel that allocate must each
+/// take their own suffix, or their arrays' names collide).
+std::unique_ptr<GK> groupView(GK &g, int64_t threads, StringRef suffix) {
   KB &k = g.k;
   const int64_t groups = g.threads / threads;
-  auto view = std::make_unique<GK>(k, g.globals, g.name + "_grp", threads);
+  auto view =
+      std::make_unique<GK>(k, g.globals, g.name + suffix.str(), threads);
   Value grp = k.idiv(g.tid, k.c(threads));
   view->tid = k.irem(g.tid, k.c(threads));
   view->warp = k.irem(g.warp, k.c(threads / kWarp));
@@ -5163,7 +5167,8 @@ void packedTileSwitch(
   g.ifElse(
       k.icmp(CmpI::sge, T, k.c(minTokens)), {},
       [&]() -> SmallVector<Value> {
-        std::unique_ptr<GK> view = groupView(g, wgmma::kWideThreads);
+        // Its own names: the small steps' f16 rows take groupView's "_grp".
+        std::unique_ptr<GK> view = groupView(g, wgmma::kWideThreads, "_tile");
         Value ring = LLVM::GEPOp::create(
             k.b, k.loc, g.scratch.getType(), k.b.getI8Type(), g.scratch,
             ValueRange{k.toI64(k.imul(view->sharedGroup, k.c(ringBytes)))});
