@@ -4540,6 +4540,12 @@ static llvm::cl::opt<bool> packedTile(
 /// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
 /// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
 /// against 8,959 us (linears) and 629 against 1,884 (prologues).
+static llvm::cl::opt<int> packedTileLead(
+    "gpu-packed-tile-lead", llvm::cl::Hidden, llvm::cl::init(1),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Chunk steps by which the tile GEMM's packed weight "
+                   "loads run ahead of their decode (tuning)"));
+
 static llvm::cl::opt<int> packedTileMinTokensOption(
     "gpu-packed-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(40),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -4820,15 +4826,18 @@ public:
       }
       commit();
     }
-    // A packed B's payload runs a step ahead of its decode: step c stores
-    // chunk c + ahead, loaded in step c - 1, and loads chunk c + ahead + 1
-    // (the last chunk again past the end).
+    // A packed B's payload runs `lead` steps ahead of its decode
+    // (--gpu-packed-tile-lead): step c stores chunk c + ahead, loaded in
+    // step c - lead, and loads chunk c + ahead + lead (the last chunk again
+    // past the end). `pending` holds the loaded chunks' words in order.
+    const int64_t lead = std::max<int64_t>(1, packedTileLead);
+    const size_t pieces = packedCopies.size();
     auto clampChunk = [&](Value chunk) {
       return g.imin(chunk, k.c(chunks - 1));
     };
     SmallVector<Value> pending;
-    if (!packedCopies.empty())
-      pending = loadPacked(clampChunk(k.c(ahead)));
+    for (int64_t l = 0; pieces && l < lead; ++l)
+      llvm::append_range(pending, loadPacked(clampChunk(k.c(ahead + l))));
     // One chunk: acc += A[.., chunk] B[.., chunk]^T. The first chunk starts
     // the sum (no accumulator registers are written before the first
     // wgmma, as the wgmma.fence rules require).
@@ -4863,10 +4872,14 @@ public:
       // A packed B's chunk `next` decodes while this chunk's wgmma runs
       // (its stage is not one the wgmma in flight reads), and the payload
       // of the chunk after it loads.
-      if (!packedCopies.empty()) {
-        k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)),
-                 [&] { storePacked(next, payload); });
-        payload = loadPacked(clampChunk(k.iadd(next, k.c(1))));
+      if (pieces) {
+        k.ifThen(k.icmp(CmpI::ult, next, k.c(chunks)), [&] {
+          storePacked(next, ArrayRef<Value>(payload).take_front(pieces));
+        });
+        SmallVector<Value> rest(ArrayRef<Value>(payload).drop_front(pieces));
+        llvm::append_range(rest,
+                           loadPacked(clampChunk(k.iadd(next, k.c(lead)))));
+        payload = rest;
       }
       // Pipelined: this chunk's wgmma runs on while the next chunk's
       // barrier and copies are issued; the previous chunk's has finished.
