@@ -4526,10 +4526,16 @@ bool linearTileFits(Operation *op, int64_t threads) {
 static llvm::cl::opt<bool> packedTile(
     "gpu-packed-tile", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("msa.linear and the attention prologue with per-tensor "
-                   "FP8 weights read in place take the wgmma tile GEMM on "
-                   "sm_90a from --gpu-packed-tile-min-tokens tokens "
-                   "(false: rowsDot at every step; tuning)"));
+    llvm::cl::desc("msa.linear, the attention prologue and the MoE experts "
+                   "with per-tensor FP8 weights read in place take the "
+                   "wgmma tile GEMM on sm_90a from their thresholds "
+                   "(false: the warp paths at every step; tuning)"));
+
+static llvm::cl::opt<int> packedTileLead(
+    "gpu-packed-tile-lead", llvm::cl::Hidden, llvm::cl::init(1),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Chunk steps by which the tile GEMM's packed weight "
+                   "loads run ahead of their decode (tuning)"));
 
 /// Fewest tokens of a step for which a per-tensor FP8 msa.linear
 /// (linearTilePacked) takes the tile GEMM, and the same for the attention
@@ -4540,12 +4546,6 @@ static llvm::cl::opt<bool> packedTile(
 /// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
 /// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
 /// against 8,959 us (linears) and 629 against 1,884 (prologues).
-static llvm::cl::opt<int> packedTileLead(
-    "gpu-packed-tile-lead", llvm::cl::Hidden, llvm::cl::init(1),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Chunk steps by which the tile GEMM's packed weight "
-                   "loads run ahead of their decode (tuning)"));
-
 static llvm::cl::opt<int> packedTileMinTokensOption(
     "gpu-packed-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(40),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -4558,6 +4558,19 @@ static llvm::cl::opt<int> packedPrologueTileMinTokensOption(
     llvm::cl::desc("Fewest tokens of a step for which the attention "
                    "prologue with per-tensor FP8 weights read in place "
                    "takes the wgmma tile GEMM on sm_90a (tuning)"));
+
+/// True when the tile GEMM may take the weights in launch slots `slots`
+/// (--gpu-packed-tile): each a per-tensor (or per-matrix) FP8 E4M3 weight
+/// read in place (GK::packedF16Format), the one packed format TileGemm
+/// decodes (TileRows::bPacked).
+bool packedTileSlots(const PackedOperands *packed, ArrayRef<int> slots) {
+  if (!packedTile || !packed)
+    return false;
+  return llvm::all_of(slots, [&](int slot) {
+    auto it = packed->find(slot);
+    return it != packed->end() && GK::packedF16Format(it->second);
+  });
+}
 
 int64_t packedTileMinTokens() {
   return std::max<int64_t>(1, packedTileMinTokensOption);
@@ -4576,12 +4589,8 @@ int64_t packedPrologueTileMinTokens() {
 bool linearTilePacked(Operation *op, int64_t threads,
                       const PackedOperands *packed) {
   // The launch of the f16 rows (f16RowsLaunch) carries the tile's rings.
-  if (!packedTile || !rowsDotF16 || !isa<msa::LinearOp>(op) ||
-      threads != kGpuThreads || !packed ||
-      shapeOf(op->getOperand(0)).size() != 2)
-    return false;
-  auto it = packed->find(1);
-  if (it == packed->end() || !GK::packedF16Format(it->second))
+  if (!rowsDotF16 || !isa<msa::LinearOp>(op) || threads != kGpuThreads ||
+      shapeOf(op->getOperand(0)).size() != 2 || !packedTileSlots(packed, {1}))
     return false;
   Value wv = op->getOperand(1);
   Type xe = elementOf(op->getOperand(0)), oe = elementOf(op->getResult(0));
@@ -4783,9 +4792,13 @@ public:
     };
     // A packed B's pieces of chunk `chunk`: loadPacked issues their
     // payload loads (a word vector per piece), storePacked decodes them to
-    // bf16 (with their block scales, loaded then) and stores them into the
-    // chunk's stage (plain st.shared, which the fence.proxy.async before
-    // the chunk's barrier publishes to the wgmma like the cp.async copies).
+    // bf16 and stores them into the chunk's stage (plain st.shared, which
+    // the fence.proxy.async before the chunk's barrier publishes to the
+    // wgmma like the cp.async copies). Per-tensor FP8 only
+    // (packedTileSlots): its decode needs no block scale, so only the
+    // payload travels from load to decode.
+    assert((!rows.bPacked || GK::packedF16Format(*rows.bPacked->packed)) &&
+           "TileGemm decodes per-tensor FP8 weights only");
     auto pieceIndex = [&](const Copy &c, Value chunk) {
       return k.iadd(c.from, k.iadd(k.imul(chunk, k.c(kChunkK)), c.channel));
     };
@@ -4799,8 +4812,8 @@ public:
       Value base = k.imul(k.irem(chunk, k.c(stages)), k.c(stageBytes()));
       auto v4 = VectorType::get({4}, k.i32);
       for (auto [c, ref, w] : llvm::zip(packedCopies, packedRefs, words)) {
-        GK::WeightRaw raw = g.loadWeightRaw(ref, pieceIndex(c, chunk));
-        raw.words[0] = w; // the payload's reload is dead
+        GK::WeightRaw raw;
+        raw.words.push_back(w);
         SmallVector<Value> bf = g.decodeWeightBF16(ref, raw);
         Value v = LLVM::PoisonOp::create(k.b, k.loc, v4);
         for (int64_t e = 0; e < 4; ++e)
@@ -5638,14 +5651,7 @@ int64_t moeExpertCount(msa::MoEExpertsOp op) {
 /// (GK::packedF16Format), which the tile GEMM decodes into its stages
 /// (TileRows::bPacked).
 bool moeWeightsTilePacked(const PackedOperands *packed) {
-  if (!packedTile || !packed)
-    return false;
-  for (int slot : {3, 4, 5}) {
-    auto it = packed->find(slot);
-    if (it == packed->end() || !GK::packedF16Format(it->second))
-      return false;
-  }
-  return true;
+  return packedTileSlots(packed, {3, 4, 5});
 }
 
 /// True when the MoE experts can take the grouped tile GEMM (sm_90a): bf16
@@ -6012,14 +6018,11 @@ bool prologueTiled(const PrologueShape &s) {
 /// GEMM decoding them into its stages, on the f16 rows' launch
 /// (packedTileSwitch).
 bool prologuePackedTiled(const PrologueShape &s, const PackedOperands *packed) {
-  if (!packedTile || !rowsDotF16 || !packed)
-    return false;
-  for (int kind = 0; kind < s.kinds(); ++kind) {
-    auto it = packed->find(prologueWeightSlot(kind));
-    if (it == packed->end() || !GK::packedF16Format(it->second))
-      return false;
-  }
-  return true;
+  SmallVector<int> slots;
+  for (int kind = 0; kind < s.kinds(); ++kind)
+    slots.push_back(prologueWeightSlot(kind));
+  // The launch of the f16 rows (f16RowsLaunch) carries the tile's rings.
+  return rowsDotF16 && packedTileSlots(packed, slots);
 }
 
 /// True when msa.attention_prologue has GPU kernels: bf16 activations;
