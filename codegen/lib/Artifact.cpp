@@ -194,9 +194,16 @@ std::string msac::writeArtifact(const std::string &dir,
                    {"grid", g.grid},
                    {"block", g.block},
                    {"dynamic_shared_bytes", g.dynamicSharedBytes}};
-               // Only where set: the runtime reads a missing one as false.
+               // Only where set: the runtime reads a missing one as false,
+               // 1 (cluster, min_tokens) or 0 (max_tokens: no bound).
                if (g.programmatic)
                  kernel["programmatic"] = true;
+               if (g.cluster > 1)
+                 kernel["cluster"] = g.cluster;
+               if (g.minTokens != 1)
+                 kernel["min_tokens"] = g.minTokens;
+               if (g.maxTokens != 0)
+                 kernel["max_tokens"] = g.maxTokens;
                kernels.push_back(std::move(kernel));
              }
              o["launch"] = json::Object{{"grid", t.grid},

@@ -176,6 +176,25 @@ public:
     fn->setAttr(kGpuCtasPerSMAttr, k.b.getI64IntegerAttr(ctasPerSM));
   }
 
+  /// Declares a grid of the kernel's own (`grid` CTAs of `block` threads,
+  /// in thread-block clusters of `cluster` CTAs along x; registers capped
+  /// for `ctasPerSM` CTAs per multiprocessor), which the manifest records
+  /// and the runtime launches.
+  void declareGrid(int64_t block, int64_t grid, int64_t cluster,
+                   int64_t ctasPerSM) {
+    declareLaunch(block, 0, ctasPerSM);
+    Operation *fn = k.entry->getParentOp();
+    fn->setAttr(kGpuGridAttr, k.b.getI64IntegerAttr(grid));
+    fn->setAttr(kGpuClusterAttr, k.b.getI64IntegerAttr(cluster));
+  }
+  /// Declares the steps that launch the kernel: those of `minTokens` to
+  /// `maxTokens` tokens (0: no bound; minTokens > maxTokens > 0: none).
+  void declareTokens(int64_t minTokens, int64_t maxTokens) {
+    Operation *fn = k.entry->getParentOp();
+    fn->setAttr(kGpuMinTokensAttr, k.b.getI64IntegerAttr(minTokens));
+    fn->setAttr(kGpuMaxTokensAttr, k.b.getI64IntegerAttr(maxTokens));
+  }
+
   /// Marks the kernel for a programmatic dependent launch
   /// (kGpuProgrammaticAttr); it must gridDependencyWait() before it reads
   /// what the previous kernel wrote.
@@ -6271,10 +6290,12 @@ bool prologueSplitOut(msa::AttentionPrologueOp op,
 /// RoPE (channel c < rotary_dim / 2 with c + rotary_dim / 2, which lane
 /// l + rotary_dim / 8 holds), each rounded; then q / index_q to their
 /// activations, k / v / index_k into the caches (an NVFP4 block of 16
-/// channels is the 4 lanes 4 j .. 4 j + 3).
+/// channels is the 4 lanes 4 j .. 4 j + 3). With `given`, the projection's
+/// 4 FP32 values of the lane come from it instead of the workspace.
 void prologueRowEpilogue(GK &g, const PrologueShape &s,
                          const PrologueBuffers &b, int kind, Value head,
-                         Value t, Value gh, Value T) {
+                         Value t, Value gh, Value T,
+                         const std::function<SmallVector<Value>()> &given) {
   static_assert(kTileN == 4 * kWarp, "a head is 4 channels per lane");
   KB &k = g.k;
   msa::AttentionPrologueOp op = s.op;
@@ -6307,14 +6328,17 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
   }
   // Part 0's sums: where part 1 started before part 0 finished
   // (GK::declareProgrammatic), once it has.
-  if (g.programmatic)
+  if (g.programmatic && !given)
     g.gridDependencyWait();
   SmallVector<Value> sums;
-  for (int64_t e = 0; e < 4; ++e)
-    sums.push_back(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32));
+  if (given)
+    sums = given();
+  else
+    for (int64_t e = 0; e < 4; ++e)
+      sums.push_back(k.loadF(b.ws, k.iadd(rowAt, k.c(e)), k.f32));
   // With prologueSplitOut, where part 0 split this step (flag 1 at 2 T n)
   // the sums of the second channel half follow the step's T rows.
-  if (prologueSplitOut(op, k.packed)) {
+  if (!given && prologueSplitOut(op, k.packed)) {
     Value split = k.fcmp(arith::CmpFPredicate::ONE,
                          k.loadF(b.ws, k.imul(T, k.c(2 * n)), k.f32), k.cf(0));
     SmallVector<Type> types(4, k.f32);
@@ -6488,6 +6512,56 @@ void prologueTileKernel(GK &g, const PrologueShape &s, Value T,
   });
 }
 
+/// The projection weights of the prologue's branches as one matrix of
+/// totalHeads * kTileN rows (prologueFits: one form for all). Packed
+/// weights share one layout, with the most rows of any branch: the decode
+/// indexes a branch's scales by its own (row, column), which a matrix of at
+/// least as many rows maps the same way.
+struct PrologueWeights {
+  PrologueWeights(GK &g, const PrologueShape &s, const PrologueBuffers &b,
+                  Type we)
+      : g(g), s(s) {
+    for (int kind = 0; kind < s.kinds(); ++kind) {
+      ref[kind] = weightOperand(g.k, b.wSlot[kind], we);
+      if (const PackedWeight *p = ref[kind].packed) {
+        if (!layout.format || p->rows() > layout.rows())
+          layout = *p;
+      }
+    }
+    if (layout.format)
+      for (int kind = 0; kind < s.kinds(); ++kind) {
+        assert(ref[kind].packed && "prologueFits: one form for all branches");
+        ref[kind].packed = &layout;
+      }
+  }
+  PrologueWeights(const PrologueWeights &) = delete;
+  /// The weight of output row `j` of the concatenation (its branch's) and
+  /// the element offset of the row's first channel in it.
+  std::pair<WeightRef, Value> row(Value j) const {
+    KB &k = g.k;
+    Value gh = k.idiv(j, k.c(kTileN));
+    WeightRef w = ref[0];
+    Value first = j;
+    auto pick = [&](Value in, Value a, Value b) {
+      return a ? LLVM::SelectOp::create(k.b, k.loc, in, a, b).getResult()
+               : Value();
+    };
+    for (int kind = 1; kind < s.kinds(); ++kind) {
+      Value in = k.icmp(CmpI::uge, gh, k.c(s.start[kind]));
+      w.base = pick(in, ref[kind].base, w.base);
+      w.scales = pick(in, ref[kind].scales, w.scales);
+      w.global = pick(in, ref[kind].global, w.global);
+      first = k.select(in, g.isub(j, k.c(s.start[kind] * kTileN)), first);
+    }
+    return {w, k.imul(first, k.c(s.hidden))};
+  }
+
+  GK &g;
+  const PrologueShape &s;
+  WeightRef ref[PrologueShape::kKinds];
+  PackedWeight layout;
+};
+
 /// The unfused-projection path (steps below the tile threshold, and
 /// targets without wgmma). Part 0: the projection of every branch into
 /// the FP32 workspace ws[t, gh * kTileN + c] by rowsDot over the
@@ -6507,42 +6581,9 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
     args.oe = k.f32;
     args.inner = s.hidden;
     args.nOut = n;
-    // Each branch's weight (prologueFits: one form for all). Packed
-    // weights share one layout, with the most rows of any branch: the
-    // decode indexes a branch's scales by its own (row, column), which a
-    // matrix of at least as many rows maps the same way.
-    WeightRef ref[PrologueShape::kKinds];
-    PackedWeight layout;
-    for (int kind = 0; kind < s.kinds(); ++kind) {
-      ref[kind] = weightOperand(k, b.wSlot[kind], args.we);
-      if (const PackedWeight *p = ref[kind].packed) {
-        if (!layout.format || p->rows() > layout.rows())
-          layout = *p;
-      }
-    }
-    if (layout.format)
-      for (int kind = 0; kind < s.kinds(); ++kind) {
-        assert(ref[kind].packed && "prologueFits: one form for all branches");
-        ref[kind].packed = &layout;
-      }
-    args.wPacked = ref[0];
-    args.wRow = [&](Value j) -> std::pair<WeightRef, Value> {
-      Value gh = k.idiv(j, k.c(kTileN));
-      WeightRef w = ref[0];
-      Value first = j;
-      auto pick = [&](Value in, Value a, Value b) {
-        return a ? LLVM::SelectOp::create(k.b, k.loc, in, a, b).getResult()
-                 : Value();
-      };
-      for (int kind = 1; kind < s.kinds(); ++kind) {
-        Value in = k.icmp(CmpI::uge, gh, k.c(s.start[kind]));
-        w.base = pick(in, ref[kind].base, w.base);
-        w.scales = pick(in, ref[kind].scales, w.scales);
-        w.global = pick(in, ref[kind].global, w.global);
-        first = k.select(in, g.isub(j, k.c(s.start[kind] * kTileN)), first);
-      }
-      return {w, k.imul(first, k.c(s.hidden))};
-    };
+    PrologueWeights weights(g, s, b, args.we);
+    args.wPacked = weights.ref[0];
+    args.wRow = [&](Value j) { return weights.row(j); };
     args.splitOut = prologueSplitOut(s.op, k.packed);
     rowsDot(g, args);
     if (args.splitOut) {
@@ -6561,7 +6602,7 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
   g.warpLoop(k.imul(T, k.c(s.totalHeads)), [&](Value item) {
     Value t = k.irem(item, T), gh = k.idiv(item, T);
     prologueByKind(g, s, gh, [&](int kind, Value head) {
-      prologueRowEpilogue(g, s, b, kind, head, t, gh, T);
+      prologueRowEpilogue(g, s, b, kind, head, t, gh, T, nullptr);
     });
   });
   // Every thread, items or not, waits for part 0 before it exits: part 1
@@ -6569,6 +6610,177 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
   // part 0 has.
   if (g.programmatic)
     g.gridDependencyWait();
+}
+
+static llvm::cl::opt<bool> prologueClusters(
+    "gpu-prologue-clusters", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("The fused attention prologue with per-tensor FP8 weights "
+                   "at one token (sm_90a): one kernel, a thread-block "
+                   "cluster per head that projects, sums in distributed "
+                   "shared memory and runs the epilogue "
+                   "(prologueClusterKernel; false: parts 0 and 1 at every "
+                   "step)"));
+
+static llvm::cl::opt<int> prologueClusterSize(
+    "gpu-prologue-cluster-size", llvm::cl::Hidden, llvm::cl::init(8),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("CTAs per head of the one-token prologue cluster kernel, "
+                   "each over 1/N of the channels (1-8; tuning)"));
+
+static llvm::cl::opt<int> prologueClusterRows(
+    "gpu-prologue-cluster-rows", llvm::cl::Hidden, llvm::cl::init(4),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Weight rows whose loads a warp of the one-token prologue "
+                   "cluster kernel issues together (tuning; on the H200 8 "
+                   "took M3's MSA prologue in 18.5 us against 19.5 with 4, "
+                   "not yet checked against the reference; docs/perf.md)"));
+
+/// CTAs per multiprocessor the cluster kernel's registers are capped for
+/// (80 registers at 128 threads), so that every head's cluster is resident
+/// at once (M3: 72 or 77 heads of 8 CTAs, 6 x 132 / 8 = 99 clusters). On
+/// the H200 (docs/perf.md, twenty-ninth session) a cap for 8 CTAs (64
+/// registers) spilled in the MSA layer's kernel, which then took 22.5 us
+/// at one token instead of 19.6.
+constexpr int64_t kPrologueClusterCtasPerSM = 6;
+
+bool prologueClustered(const PrologueShape &s, const PackedOperands *packed) {
+  const int64_t n = prologueClusterSize, rows = prologueClusterRows;
+  if (!prologueClusters || !packed || n < 1 || n > 8 || rows < 1 ||
+      kTileN % (kGpuThreads / kWarp * rows) != 0 || !s.act.isBF16() ||
+      s.hidden % (n * kWarp * 8) != 0)
+    return false;
+  for (int kind = 0; kind < s.kinds(); ++kind) {
+    auto it = packed->find(prologueWeightSlot(kind));
+    if (it == packed->end() || !GK::packedF16Format(it->second))
+      return false;
+  }
+  return true;
+}
+
+/// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
+/// read in place; launched at T = 1 only, where parts 0 and 1 are not):
+/// one kernel, no workspace. Each global head gh is a thread-block cluster
+/// of N CTAs (N = --gpu-prologue-cluster-size; grid totalHeads * N, CTA
+/// rank r = ctaid mod N, as the cluster spans N consecutive CTAs along x).
+/// CTA r reads channels [r H / N, (r + 1) H / N) of the head's kTileN
+/// weight rows: a warp per row (rows taken kGpuThreads / 32 *
+/// --gpu-prologue-cluster-rows at a time, each warp's loads issued
+/// together), each lane 8 E4M3 bytes per 256 channels, the products with
+/// the bf16 input exact in FP32 FMAs as rowsDot's one-row path computes
+/// them, the warp's sum times the per-tensor scale. The CTA's kTileN sums
+/// go to slot r of the leader's (rank 0) shared memory (distributed shared
+/// memory, mapa), one cluster barrier, and the leader's warp 0 adds the N
+/// slots in rank order and runs prologueRowEpilogue on them: norm, RoPE,
+/// quantization and the cache insert, without a second launch or the
+/// projection in global memory. A programmatic dependent of the RMSNorm
+/// before it. On the H200 (docs/perf.md, twenty-ninth session) M3's
+/// one-token prologue took 17.1 us (dense layer) and 19.5 us (MSA layer)
+/// in a CUDA graph, against 20.5 and 22.5 us for parts 0 and 1.
+void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
+  KB &k = g.k;
+  const int64_t n = prologueClusterSize, rowsAtOnce = prologueClusterRows;
+  const int64_t slice = s.hidden / n, steps = slice / (kWarp * 8);
+  const int64_t perRound = g.warps * rowsAtOnce;
+  g.declareGrid(g.threads, s.totalHeads * n, n, kPrologueClusterCtasPerSM);
+  g.declareTokens(1, 1);
+  g.declareProgrammatic();
+  PrologueBuffers b(g, s);
+  PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
+  Value own = g.shared(k.f32, kTileN);
+  Value all = g.sharedSpace(k.f32, n * kTileN, 16);
+  auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
+  k.ifThen(k.icmp(CmpI::eq, T, k.c(1)), [&] {
+    // Every CTA of the cluster must have started before another writes
+    // its shared memory: arrive now, wait before the copy.
+    NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+    Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
+    auto [w, first] = weights.row(k.imul(gh, k.c(kTileN)));
+    Value scale = g.packedTail(w, first);
+    Value c0 = k.iadd(k.imul(rank, k.c(slice)), k.imul(g.lane, k.c(8)));
+    // The input row, written by the RMSNorm: the lane's 8 values per step.
+    g.gridDependencyWait();
+    SmallVector<SmallVector<Value>> xs;
+    for (int64_t j = 0; j < steps; ++j)
+      xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
+    auto loop =
+        scf::ForOp::create(k.b, k.loc, k.c(0), k.c(kTileN / perRound), k.c(1));
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value it = loop.getInductionVar();
+      SmallVector<Value> rows;
+      SmallVector<SmallVector<GK::WeightRaw>> raw(rowsAtOnce);
+      for (int64_t i = 0; i < rowsAtOnce; ++i) {
+        rows.push_back(k.iadd(k.imul(it, k.c(perRound)),
+                              k.iadd(k.c(i * g.warps), g.warp)));
+        Value at = k.iadd(first, k.iadd(k.imul(rows[i], k.c(s.hidden)), c0));
+        for (int64_t j = 0; j < steps; ++j) {
+          GK::WeightRaw r; // the payload only (the scale: on the sum)
+          r.words.push_back(LLVM::LoadOp::create(
+              k.b, k.loc, VectorType::get({2}, k.i32),
+              k.gep(w.base, k.iadd(at, k.c(j * kWarp * 8)), k.b.getI8Type()),
+              /*alignment=*/8));
+          raw[i].push_back(r);
+        }
+      }
+      auto f32x2 = VectorType::get({2}, k.f32);
+      auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+      for (int64_t i = 0; i < rowsAtOnce; ++i) {
+        Value acc = k.cf(0);
+        for (int64_t j = 0; j < steps; ++j) {
+          int64_t e = 0;
+          for (Value word : g.decodeWeightF16(w, raw[i][j])) {
+            Value h = LLVM::BitcastOp::create(k.b, k.loc, f16x2, word);
+            Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
+            for (int64_t half = 0; half < 2; ++half, ++e)
+              acc = k.fma(
+                  xs[j][e],
+                  LLVM::ExtractElementOp::create(k.b, k.loc, f, g.ci32(half)),
+                  acc);
+          }
+        }
+        Value sum = k.mul(g.warpSum(acc), scale);
+        k.ifThen(g.eq(g.lane, k.c(0)),
+                 [&] { k.storeF(own, rows[i], sum, k.f32); });
+      }
+    }
+    g.sync();
+    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    // This CTA's sums to slot `rank` of the leader's array.
+    Value slot = NVVM::MapaOp::create(
+        k.b, k.loc, clusterPtr, all,
+        arith::IndexCastOp::create(k.b, k.loc, k.i32, k.c(0)));
+    g.strided(g.tid, k.c(kTileN), [&](Value i) {
+      Value v = k.loadF(own, i, k.f32);
+      Value at = LLVM::GEPOp::create(
+          k.b, k.loc, clusterPtr, k.f32, slot,
+          ValueRange{arith::IndexCastOp::create(
+              k.b, k.loc, k.i64, k.iadd(k.imul(rank, k.c(kTileN)), i))});
+      LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/4);
+    });
+    // Release the copies, acquire the others' (barrier.cluster.arrive /
+    // wait default to release / acquire).
+    NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
+    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, all);
+    k.ifThen(g.andI(g.eq(rank, k.c(0)), g.eq(g.warp, k.c(0))), [&] {
+      prologueByKind(g, s, gh, [&](int kind, Value head) {
+        prologueRowEpilogue(g, s, b, kind, head, k.c(0), gh, T, [&] {
+          SmallVector<Value> v;
+          for (int64_t e = 0; e < 4; ++e) {
+            Value c = k.iadd(k.imul(g.lane, k.c(4)), k.c(e));
+            Value total = k.loadF(sums, c, k.f32);
+            for (int64_t r = 1; r < n; ++r)
+              total = k.add(total,
+                            k.loadF(sums, k.iadd(c, k.c(r * kTileN)), k.f32));
+            v.push_back(total);
+          }
+          return v;
+        });
+      });
+    });
+  });
 }
 
 bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
@@ -7299,9 +7511,12 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
       .Default([](Operation *) { return false; });
 }
 
-int64_t msac::kernels::gpuKernelParts(Operation *op) {
+int64_t msac::kernels::gpuKernelParts(Operation *op,
+                                      const PackedOperands *packed) {
   if (isa<msa::MoEExpertsOp>(op))
     return 4;
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
+    return prologueClustered(PrologueShape(prologue), packed) ? 3 : 2;
   return isa<msa::MoERouterOp, msa::AttentionPrologueOp, msa::SparseAttentionOp,
              msa::DenseAttentionOp>(op)
              ? 2
@@ -7361,7 +7576,8 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads,
     return moeExpertsTileFits(moe, threads, packed);
   if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
     const PrologueShape s(prologue);
-    return prologueTiled(s) || prologuePackedTiled(s, packed);
+    return prologueTiled(s) || prologuePackedTiled(s, packed) ||
+           prologueClustered(s, packed);
   }
   if (auto score = dyn_cast<msa::IndexScoreOp>(op))
     return threads == wgmma::kThreads && indexScoreWgmmaFits(score);
@@ -7549,6 +7765,19 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       .Case([&](msa::AttentionPrologueOp o) {
         const PrologueShape s(o);
         Value T = k.scalar(0);
+        // Where the one-token cluster kernel exists (part 2, sm_90a), it
+        // runs the steps of one token and parts 0 and 1 the others; on
+        // other targets part 2 never launches.
+        const bool clustered = wgmma && prologueClustered(s, k.packed);
+        if (part == 2) {
+          if (clustered)
+            prologueClusterKernel(g, s, T);
+          else
+            g.declareTokens(2, 1);
+          return;
+        }
+        if (clustered)
+          g.declareTokens(2, 0);
         // Part 0 starts while the RMSNorm of its input runs (the norm lets
         // it, rmsNormKernel) and waits for it before anything else: its
         // launch and CTA start overlap the norm. Part 1 starts while part

@@ -47,8 +47,10 @@ GpuWorkspace gpuWorkspace(Operation *op,
 
 /// Launches `op`'s GPU kernel takes (parts that run one after the other over
 /// the same buffers, e.g. the bucketing, projections and slot sum of the MoE
-/// experts).
-int64_t gpuKernelParts(Operation *op);
+/// experts; a target may launch only some of them in a step, by their token
+/// bounds, e.g. the fused attention prologue's one-token cluster kernel).
+/// `packed`: the weights the launch reads in place, as gpuWorkspace's.
+int64_t gpuKernelParts(Operation *op, const PackedOperands *packed = nullptr);
 
 /// True when `op`'s GPU kernel has a different body on targets with
 /// warpgroup MMA (wgmma.mma_async, sm_90a): the tile GEMM of msa.linear,

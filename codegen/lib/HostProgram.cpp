@@ -915,7 +915,7 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   // A GPU kernel in several parts runs as consecutive launches over the same
   // buffers; on the host the first part does the whole op and the others
   // are empty.
-  const int64_t parts = gpu ? gpuKernelParts(op) : 1;
+  const int64_t parts = gpu ? gpuKernelParts(op, &packedOps) : 1;
   auto partName = [](const std::string &name, int64_t part) {
     return part == 0 ? name : name + "_part" + std::to_string(part);
   };

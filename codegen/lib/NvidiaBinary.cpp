@@ -141,10 +141,16 @@ std::string msac::emitNvidiaBinary(ModuleOp hostKernels, ModuleOp gpuKernels,
     const int64_t block = declared(kGpuBlockAttr, target->threadsPerBlock);
     const int64_t dynamicShared = declared(kGpuDynamicSharedAttr, 0);
     const int64_t ctasPerSM = declared(kGpuCtasPerSMAttr, kGpuCtasPerSM);
-    if (geometry)
-      geometry->push_back({fn.getName().str(),
-                           target->multiprocessors * ctasPerSM, block,
-                           dynamicShared, fn->hasAttr(kGpuProgrammaticAttr)});
+    if (geometry) {
+      KernelGeometry g{
+          fn.getName().str(),
+          declared(kGpuGridAttr, target->multiprocessors * ctasPerSM), block,
+          dynamicShared, fn->hasAttr(kGpuProgrammaticAttr)};
+      g.cluster = declared(kGpuClusterAttr, 1);
+      g.minTokens = declared(kGpuMinTokensAttr, 1);
+      g.maxTokens = declared(kGpuMaxTokensAttr, 0);
+      geometry->push_back(g);
+    }
     // A wgmma body holds its fallback too, and ptxas sizes the registers for
     // the larger of the two: keep every CTA of the grid (kGpuCtasPerSM per
     // SM, or as many as the body declares) resident (at most 128 registers

@@ -239,6 +239,23 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                                   k.at("block").integer(),
                                   k.at("dynamic_shared_bytes").integer(),
                                   k.boolean("programmatic", false)};
+          shape.cluster = k.has("cluster") ? k.at("cluster").integer() : 1;
+          if (k.has("min_tokens"))
+            shape.minTokens = k.at("min_tokens").integer();
+          if (k.has("max_tokens"))
+            shape.maxTokens = k.at("max_tokens").integer();
+          // Clusters of at most 8 CTAs (the portable size) that tile the
+          // grid; token bounds of at least 1 (max 0: none).
+          if (shape.cluster < 1 || shape.cluster > 8 ||
+              (shape.grid > 0 && shape.grid % shape.cluster != 0) ||
+              shape.minTokens < 1 || shape.maxTokens < 0)
+            throw std::runtime_error(
+                "target " + target.name + ": kernel " + name + " has cluster " +
+                std::to_string(shape.cluster) + ", min_tokens " +
+                std::to_string(shape.minTokens) + " and max_tokens " +
+                std::to_string(shape.maxTokens) +
+                "; expected a cluster of 1..8 CTAs dividing the grid, "
+                "min_tokens >= 1 and max_tokens >= 0 (0: no bound)");
           if (shape.grid < 1 || shape.grid > (int64_t(1) << 31) - 1 ||
               shape.block < 1 || shape.block > 1024 ||
               shape.dynamicSharedBytes < 0 ||

@@ -256,6 +256,9 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       l.block = shape.block;
       l.dynamicSharedBytes = shape.dynamicSharedBytes;
       l.programmatic = shape.programmatic;
+      l.cluster = shape.cluster;
+      l.minTokens = shape.minTokens;
+      l.maxTokens = shape.maxTokens;
       if (l.dynamicSharedBytes > kDefaultDynamicSharedLimit) {
         rc = driver->cuFuncSetAttribute(l.function, kFuncAttrMaxDynamicShared,
                                         static_cast<int>(l.dynamicSharedBytes));
@@ -296,10 +299,12 @@ CudaModel::~CudaModel() {
       driver->cuMemFree(l.table);
   if (scalars)
     driver->cuMemFree(scalars);
-  if (graphExec)
-    driver->cuGraphExecDestroy(graphExec);
-  if (graph)
-    driver->cuGraphDestroy(graph);
+  for (auto &[set, g] : stepGraphs) {
+    if (g.exec)
+      driver->cuGraphExecDestroy(g.exec);
+    if (g.graph)
+      driver->cuGraphDestroy(g.graph);
+  }
   if (stream)
     driver->cuStreamDestroy(stream);
   if (module)
@@ -362,10 +367,11 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
                           std::string &error) {
   CUdeviceptr table = launch.table, scal = scalars;
   void *params[] = {&table, &scal};
-  if (launch.programmatic && driver->cuLaunchKernelEx) {
+  if ((launch.programmatic || launch.cluster > 1) && driver->cuLaunchKernelEx) {
     // The driver API's CUlaunchConfig / CUlaunchAttribute layouts (cuda.h,
-    // CUDA 12+), with the one attribute id 6,
-    // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, set to 1.
+    // CUDA 12+) with the attributes ids 4,
+    // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION ({x, y, z}), and 6,
+    // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (1).
     struct LaunchAttribute {
       int id;
       alignas(8) unsigned char value[64];
@@ -378,22 +384,41 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
     };
     static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56,
                   "CUDA driver launch structures");
-    LaunchAttribute attr{};
-    attr.id = 6;
-    const int allowed = 1;
-    std::memcpy(attr.value, &allowed, sizeof(allowed));
+    LaunchAttribute attrs[2] = {};
+    unsigned count = 0;
+    if (launch.programmatic) {
+      attrs[count].id = 6;
+      const int allowed = 1;
+      std::memcpy(attrs[count++].value, &allowed, sizeof(allowed));
+    }
+    if (launch.cluster > 1) {
+      attrs[count].id = 4;
+      const unsigned dims[3] = {static_cast<unsigned>(launch.cluster), 1, 1};
+      std::memcpy(attrs[count++].value, dims, sizeof(dims));
+    }
     LaunchConfig config{{static_cast<unsigned>(launch.grid), 1, 1},
                         {static_cast<unsigned>(launch.block), 1, 1},
                         static_cast<unsigned>(launch.dynamicSharedBytes),
                         stream,
-                        &attr,
-                        1};
+                        attrs,
+                        count};
     CUresult rc =
         driver->cuLaunchKernelEx(&config, launch.function, params, nullptr);
     if (rc != 0)
       error = "cuLaunchKernelEx(" + step.kernel +
-              ", programmatic): " + driver->describe(rc);
+              (launch.cluster > 1
+                   ? ", clusters of " + std::to_string(launch.cluster)
+                   : std::string()) +
+              (launch.programmatic ? ", programmatic" : "") +
+              "): " + driver->describe(rc);
     return rc == 0;
+  }
+  if (launch.cluster > 1) {
+    error = "kernel " + step.kernel + " launches in clusters of " +
+            std::to_string(launch.cluster) +
+            " CTAs, which needs cuLaunchKernelEx (a CUDA 12+ driver); this "
+            "driver lacks it: update the NVIDIA driver";
+    return false;
   }
   CUresult rc = driver->cuLaunchKernel(
       launch.function, static_cast<unsigned>(launch.grid), 1, 1,
@@ -452,11 +477,19 @@ bool CudaModel::timeRangeInGraph(size_t first, size_t last, int reps,
   constexpr int kCopies = 20;
   std::vector<Step> steps;
   std::vector<Launch> launches;
+  // The range's launches that the last step (of lastTokens tokens) ran.
   for (int c = 0; c < kCopies; ++c)
-    for (size_t i = first; i < last; ++i) {
-      steps.push_back(all[i]);
-      launches.push_back(stepLaunches[i]);
-    }
+    for (size_t i = first; i < last; ++i)
+      if (stepLaunches[i].launchedAt(lastTokens)) {
+        steps.push_back(all[i]);
+        launches.push_back(stepLaunches[i]);
+      }
+  if (steps.empty()) {
+    error = "no launch of range " + std::to_string(first) + ":" +
+            std::to_string(last) + " runs in a step of " +
+            std::to_string(lastTokens) + " tokens";
+    return false;
+  }
   void *rangeGraph = nullptr, *exec = nullptr;
   if (!captureGraph(steps, launches,
                     "launches " + std::to_string(first) + ":" +
@@ -502,21 +535,42 @@ bool CudaModel::timeRangeInGraph(size_t first, size_t last, int reps,
   return true;
 }
 
-bool CudaModel::launchGraph(std::string &error) {
+void CudaModel::launchedAt(const std::vector<Step> &schedule,
+                           const std::vector<Launch> &launches, int64_t tokens,
+                           std::vector<Step> &stepsOut,
+                           std::vector<Launch> &launchesOut,
+                           std::vector<size_t> *indices) const {
+  for (size_t i = 0; i < schedule.size(); ++i)
+    if (launches[i].launchedAt(tokens)) {
+      stepsOut.push_back(schedule[i]);
+      launchesOut.push_back(launches[i]);
+      if (indices)
+        indices->push_back(i);
+    }
+}
+
+bool CudaModel::launchGraph(int64_t tokens, std::string &error) {
   // Every kernel reads the step's sizes from device memory and launches
-  // with the same grid and block whatever the step, so one captured step
-  // serves every step.
-  if (!graphExec) {
-    if (!captureGraph(art.prefillSchedule(), stepLaunches, "the step", graph,
-                      error))
+  // with the same grid and block whatever the step, so one captured graph
+  // serves every step that launches the same kernels.
+  std::vector<bool> set;
+  for (const Launch &l : stepLaunches)
+    set.push_back(l.launchedAt(tokens));
+  StepGraph &g = stepGraphs[set];
+  if (!g.exec) {
+    std::vector<Step> steps;
+    std::vector<Launch> launches;
+    launchedAt(art.prefillSchedule(), stepLaunches, tokens, steps, launches);
+    if (!g.graph && !captureGraph(steps, launches, "the step", g.graph, error))
       return false;
-    CUresult rc = driver->cuGraphInstantiateWithFlags(&graphExec, graph, 0);
+    CUresult rc = driver->cuGraphInstantiateWithFlags(&g.exec, g.graph, 0);
     if (rc != 0) {
+      g.exec = nullptr;
       error = "cuGraphInstantiateWithFlags: " + driver->describe(rc);
       return false;
     }
   }
-  CUresult rc = driver->cuGraphLaunch(graphExec, stream);
+  CUresult rc = driver->cuGraphLaunch(g.exec, stream);
   if (rc == 0)
     rc = driver->cuStreamSynchronize(stream);
   if (rc != 0) {
@@ -528,7 +582,7 @@ bool CudaModel::launchGraph(std::string &error) {
 
 bool CudaModel::launch(const std::vector<Step> &schedule,
                        const std::vector<Launch> &launches, std::string &error,
-                       std::vector<double> *launchMs) {
+                       std::vector<double> *launchMs, int64_t tokens) {
   std::vector<void *> events;
   if (launchMs) {
     events.resize(schedule.size() + 1, nullptr);
@@ -539,8 +593,10 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
       }
     driver->cuEventRecord(events[0], stream);
   }
+  // Entries the step does not launch (Launch::launchedAt) time as 0.
   for (size_t i = 0; i < schedule.size(); ++i) {
-    if (!launchOne(schedule[i], launches[i], error))
+    if ((tokens == 0 || launches[i].launchedAt(tokens)) &&
+        !launchOne(schedule[i], launches[i], error))
       return false;
     if (launchMs)
       driver->cuEventRecord(events[i + 1], stream);
@@ -599,10 +655,11 @@ const float *CudaModel::run(const StepInput &in, std::vector<double> *launchMs,
     error = "copying the step sizes to the GPU failed";
     return nullptr;
   }
+  lastTokens = t;
   if (opts.cudaGraphs && !launchMs) {
-    if (!launchGraph(error))
+    if (!launchGraph(t, error))
       return nullptr;
-  } else if (!launch(art.prefillSchedule(), stepLaunches, error, launchMs)) {
+  } else if (!launch(art.prefillSchedule(), stepLaunches, error, launchMs, t)) {
     return nullptr;
   }
   logits.resize(n * art.model().vocabSize);

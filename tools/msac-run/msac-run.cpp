@@ -265,8 +265,10 @@ int inspect(const std::string &path, bool asJson) {
                   std::to_string(t.block) + "\n";
     for (size_t i = 0; i < t.kernelNames.size(); ++i) {
       const KernelLaunchShape &shape = t.kernelShapes[i];
+      const bool everyStep = shape.minTokens == 1 && shape.maxTokens == 0;
       if (shape.grid == t.grid && shape.block == t.block &&
-          shape.dynamicSharedBytes == 0 && !shape.programmatic)
+          shape.dynamicSharedBytes == 0 && !shape.programmatic &&
+          shape.cluster == 1 && everyStep)
         continue;
       own[t.kernelNames[i]] = {
           {"grid", shape.grid},
@@ -274,12 +276,34 @@ int inspect(const std::string &path, bool asJson) {
           {"dynamic_shared_bytes", shape.dynamicSharedBytes}};
       if (shape.programmatic)
         own[t.kernelNames[i]]["programmatic"] = true;
-      launchText += "  " + t.kernelNames[i] + ": grid " +
-                    std::to_string(shape.grid) + ", block " +
-                    std::to_string(shape.block) + ", " +
-                    std::to_string(shape.dynamicSharedBytes) +
-                    " bytes of dynamic shared memory" +
-                    (shape.programmatic ? ", programmatic" : "") + "\n";
+      if (shape.cluster > 1)
+        own[t.kernelNames[i]]["cluster"] = shape.cluster;
+      // The steps that launch it (KernelLaunchShape::launchedAt).
+      std::string steps;
+      if (!everyStep) {
+        own[t.kernelNames[i]]["min_tokens"] = shape.minTokens;
+        own[t.kernelNames[i]]["max_tokens"] = shape.maxTokens;
+        if (shape.maxTokens > 0 && shape.minTokens > shape.maxTokens)
+          steps = ", never launched";
+        else if (shape.maxTokens == 0)
+          steps = ", steps of " + std::to_string(shape.minTokens) +
+                  " or more tokens";
+        else if (shape.minTokens == shape.maxTokens)
+          steps = ", steps of " + std::to_string(shape.minTokens) +
+                  (shape.minTokens == 1 ? " token" : " tokens");
+        else
+          steps = ", steps of " + std::to_string(shape.minTokens) + " to " +
+                  std::to_string(shape.maxTokens) + " tokens";
+      }
+      launchText +=
+          "  " + t.kernelNames[i] + ": grid " + std::to_string(shape.grid) +
+          (shape.cluster > 1
+               ? " (clusters of " + std::to_string(shape.cluster) + ")"
+               : std::string()) +
+          ", block " + std::to_string(shape.block) + ", " +
+          std::to_string(shape.dynamicSharedBytes) +
+          " bytes of dynamic shared memory" +
+          (shape.programmatic ? ", programmatic" : "") + steps + "\n";
     }
     launchList[t.name] = {{"grid", t.grid},
                           {"block", t.block},

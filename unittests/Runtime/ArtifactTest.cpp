@@ -113,6 +113,62 @@ TEST(ArtifactLaunchShapes, ProgrammaticIsOptional) {
       plain->findTarget("sm_90a")->shapeOf("msac_k1_linear").programmatic);
 }
 
+TEST(ArtifactLaunchShapes, ClusterAndTokenBounds) {
+  // Absent: no cluster, every step; a cluster of 8 launched in steps of
+  // one token; another kernel in steps of two or more.
+  const std::string shapes =
+      R"([{"name": "msac_k0_embedding", "grid": 528, "block": 128,
+           "dynamic_shared_bytes": 0, "min_tokens": 2},
+          {"name": "msac_k1_linear", "grid": 64, "block": 128,
+           "dynamic_shared_bytes": 0, "cluster": 8, "max_tokens": 1}])";
+  std::string error;
+  auto a = load("clusters", manifest(kArtifactFormatVersion, shapes), error);
+  ASSERT_TRUE(a) << error;
+  const Target *t = a->findTarget("sm_90a");
+  ASSERT_TRUE(t);
+  KernelLaunchShape embedding = t->shapeOf("msac_k0_embedding");
+  KernelLaunchShape linear = t->shapeOf("msac_k1_linear");
+  EXPECT_EQ(embedding.cluster, 1);
+  EXPECT_EQ(linear.cluster, 8);
+  EXPECT_FALSE(embedding.launchedAt(1));
+  EXPECT_TRUE(embedding.launchedAt(2));
+  EXPECT_TRUE(embedding.launchedAt(4096));
+  EXPECT_TRUE(linear.launchedAt(1));
+  EXPECT_FALSE(linear.launchedAt(2));
+  auto plain =
+      load("no-bounds", manifest(kArtifactFormatVersion, kTwoShapes), error);
+  ASSERT_TRUE(plain) << error;
+  KernelLaunchShape every =
+      plain->findTarget("sm_90a")->shapeOf("msac_k1_linear");
+  EXPECT_EQ(every.cluster, 1);
+  EXPECT_TRUE(every.launchedAt(1));
+  EXPECT_TRUE(every.launchedAt(1 << 20));
+  // min > max > 0: never.
+  KernelLaunchShape never;
+  never.minTokens = 2;
+  never.maxTokens = 1;
+  EXPECT_FALSE(never.launchedAt(1));
+  EXPECT_FALSE(never.launchedAt(2));
+}
+
+TEST(ArtifactLaunchShapes, ClustersMustTileTheGrid) {
+  for (const char *bad :
+       {R"("cluster": 9)", R"("cluster": 0)", R"("cluster": 5)",
+        R"("min_tokens": 0)", R"("max_tokens": -1)"}) {
+    const std::string shapes =
+        std::string(R"([{"name": "msac_k0_embedding", "grid": 528,
+                         "block": 128, "dynamic_shared_bytes": 0, )") +
+        bad + "}]";
+    std::string error;
+    auto a =
+        load("bad-cluster", manifest(kArtifactFormatVersion, shapes), error);
+    EXPECT_FALSE(a) << bad;
+    EXPECT_NE(error.find("expected a cluster of 1..8 CTAs dividing the grid"),
+              std::string::npos)
+        << bad << ": " << error;
+  }
+}
+
 TEST(ArtifactLaunchShapes, ProgrammaticMustBeABoolean) {
   std::string error;
   auto a = load("programmatic-type",
@@ -129,8 +185,9 @@ TEST(ArtifactLaunchShapes, VersionOneIsRefused) {
   auto a = load("v1", manifest(1, kTwoShapes), error);
   EXPECT_FALSE(a);
   EXPECT_NE(error.find("artifact format version 1 (written by msac test), but "
-                       "this runtime reads version 3; recompile the model "
-                       "with a matching msac"),
+                       "this runtime reads version " +
+                       std::to_string(kArtifactFormatVersion) +
+                       "; recompile the model with a matching msac"),
             std::string::npos)
       << error;
 }

@@ -35,8 +35,11 @@ namespace msac {
 /// 2: GPU targets list each kernel's launch shape (`launch.kernels`: grid,
 /// block threads and dynamic shared-memory bytes). 3: each kernel lists
 /// its parameters (`kernels[i].params`: kind, dtype and shape of the
-/// buffers its steps pass).
-inline constexpr int kArtifactFormatVersion = 3;
+/// buffers its steps pass). 4: a GPU kernel's launch may name a cluster
+/// size (`cluster`) and the step sizes that launch it (`min_tokens`,
+/// `max_tokens`), so that a target may run an op by one of several kernels
+/// chosen by the step's tokens.
+inline constexpr int kArtifactFormatVersion = 4;
 
 /// One compiled target of an artifact.
 struct ArtifactTarget {

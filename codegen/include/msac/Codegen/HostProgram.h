@@ -74,6 +74,16 @@ inline constexpr llvm::StringLiteral kGpuBlockAttr = "msac.gpu_block";
 inline constexpr llvm::StringLiteral kGpuDynamicSharedAttr =
     "msac.gpu_dynamic_shared_bytes";
 inline constexpr llvm::StringLiteral kGpuCtasPerSMAttr = "msac.gpu_ctas_per_sm";
+/// Optional launch-shape attributes of a GPU kernel body (KB function, i64
+/// values): a grid of its own (CTAs; otherwise the multiprocessors times
+/// its CTAs per multiprocessor), the CTAs of a thread-block cluster (sm_90+;
+/// the grid a multiple of it), and the tokens of the steps that launch it
+/// (min and max; max 0: no bound; min > max > 0: never). Without the token
+/// bounds every step launches it.
+inline constexpr llvm::StringLiteral kGpuGridAttr = "msac.gpu_grid";
+inline constexpr llvm::StringLiteral kGpuClusterAttr = "msac.gpu_cluster";
+inline constexpr llvm::StringLiteral kGpuMinTokensAttr = "msac.gpu_min_tokens";
+inline constexpr llvm::StringLiteral kGpuMaxTokensAttr = "msac.gpu_max_tokens";
 /// Unit attribute of a GPU kernel body launched with programmatic stream
 /// serialization (programmatic dependent launch, sm_90+): its CTAs may
 /// start before the previous kernel of the stream has finished, and wait
@@ -95,6 +105,11 @@ struct KernelGeometry {
   int64_t dynamicSharedBytes = 0;
   /// Launched as a programmatic dependent (kGpuProgrammaticAttr).
   bool programmatic = false;
+  /// CTAs per cluster (kGpuClusterAttr; 1: none).
+  int64_t cluster = 1;
+  /// The tokens of the steps that launch it (kGpuMinTokensAttr,
+  /// kGpuMaxTokensAttr; max 0: no bound).
+  int64_t minTokens = 1, maxTokens = 0;
 };
 
 struct HostProgram {

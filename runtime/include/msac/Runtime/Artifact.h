@@ -21,8 +21,9 @@ namespace msac::runtime {
 
 /// The artifact layout version this runtime reads (2: per-kernel launch
 /// shapes of GPU targets; 3: per-kernel parameter lists, which every step
-/// must match).
-inline constexpr int kArtifactFormatVersion = 3;
+/// must match; 4: a kernel's cluster size and the step sizes that launch
+/// it).
+inline constexpr int kArtifactFormatVersion = 4;
 
 /// Dynamic shared memory a kernel may ask for (bytes): 227 KiB, the most
 /// one CTA can have on sm_90a and sm_100a.
@@ -67,6 +68,18 @@ struct KernelLaunchShape {
   /// Launched with programmatic stream serialization (sm_90+): it may
   /// start before the previous kernel finishes, and waits for it itself.
   bool programmatic = false;
+  /// CTAs per thread-block cluster along x (sm_90+; 1: no cluster). The
+  /// grid is a multiple of it.
+  int64_t cluster = 1;
+  /// The steps that launch the kernel: those of minTokens to maxTokens
+  /// tokens (maxTokens 0: no upper bound; minTokens > maxTokens > 0 never).
+  /// A GPU target may run an op by one of several kernels chosen by the
+  /// step's size; the host runs every schedule entry.
+  int64_t minTokens = 1, maxTokens = 0;
+  /// True when a step of `tokens` tokens launches the kernel.
+  bool launchedAt(int64_t tokens) const {
+    return tokens >= minTokens && (maxTokens == 0 || tokens <= maxTokens);
+  }
 };
 
 /// A compiled target of the artifact.

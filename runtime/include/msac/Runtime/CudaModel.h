@@ -16,6 +16,7 @@
 
 #include "msac/Runtime/HostModel.h"
 
+#include <map>
 #include <memory>
 
 namespace msac::runtime {
@@ -55,12 +56,25 @@ private:
     uint64_t table = 0;
     int64_t grid = 0, block = 0, dynamicSharedBytes = 0;
     bool programmatic = false; ///< KernelLaunchShape::programmatic
+    int64_t cluster = 1;       ///< KernelLaunchShape::cluster
+    /// KernelLaunchShape::minTokens / maxTokens: the steps that launch it.
+    int64_t minTokens = 1, maxTokens = 0;
+    bool launchedAt(int64_t tokens) const {
+      return tokens >= minTokens && (maxTokens == 0 || tokens <= maxTokens);
+    }
   };
+  /// The entries of `schedule` that a step of `tokens` tokens launches
+  /// (Launch::launchedAt), and their launches.
+  void launchedAt(const std::vector<Step> &schedule,
+                  const std::vector<Launch> &launches, int64_t tokens,
+                  std::vector<Step> &stepsOut, std::vector<Launch> &launchesOut,
+                  std::vector<size_t> *indices = nullptr) const;
   /// Launches `schedule` and waits; with `launchMs`, times each launch
-  /// with CUDA events.
+  /// with CUDA events. With `tokens` > 0, only the entries a step of that
+  /// many tokens launches (Launch::launchedAt; the others time as 0).
   bool launch(const std::vector<Step> &schedule,
               const std::vector<Launch> &launches, std::string &error,
-              std::vector<double> *launchMs = nullptr);
+              std::vector<double> *launchMs = nullptr, int64_t tokens = 0);
   /// Enqueues one launch on the model's stream.
   bool launchOne(const Step &step, const Launch &launch, std::string &error);
   /// Enqueues `schedule` on the model's stream.
@@ -72,9 +86,9 @@ private:
                     const std::vector<Launch> &launches,
                     const std::string &what, void *&graphOut,
                     std::string &error);
-  /// Runs the step schedule as a CUDA graph (captured on first use) and
-  /// waits.
-  bool launchGraph(std::string &error);
+  /// Runs the launches of a step of `tokens` tokens as a CUDA graph
+  /// (captured on first use, one per set of launches) and waits.
+  bool launchGraph(int64_t tokens, std::string &error);
   const float *run(const StepInput &input, std::vector<double> *launchMs,
                    std::string &error);
   /// Copies `bytes` to device address `dst` from `pool`
@@ -91,7 +105,15 @@ private:
   std::vector<uint64_t> buffers;                  // device pointers, per buffer
   std::vector<Launch> initLaunches, stepLaunches; // per schedule entry
   uint64_t scalars = 0;                           // device int64[3]
-  void *stream = nullptr, *graph = nullptr, *graphExec = nullptr;
+  void *stream = nullptr;
+  /// Captured step graphs and their executables, per set of launches
+  /// (Launch::launchedAt of the step's tokens; one per set).
+  struct StepGraph {
+    void *graph = nullptr, *exec = nullptr;
+  };
+  std::map<std::vector<bool>, StepGraph> stepGraphs;
+  /// Tokens of the last step run (timeRangeInGraph times its launches).
+  int64_t lastTokens = 1;
   uint64_t allocated = 0;
   std::vector<float> logits;
   std::vector<uint8_t> scratch;

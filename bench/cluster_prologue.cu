@@ -1,0 +1,390 @@
+// Can a one-token attention prologue ride its epilogue in the projection's
+// kernel? A probe: each head's 128 weight rows are read by a thread-block
+// cluster of S CTAs, each over 1/S of the 6,144 channels (E4M3 weights,
+// 16-byte pieces, a warp per row, the products E4M3 x bf16 in FP32 FMAs as
+// msac's rowsDot computes them); the CTAs write their partial sums into the
+// leader CTA's shared memory (distributed shared memory), meet at one
+// cluster barrier, and the leader sums them in rank order and runs a
+// per-head epilogue (RMSNorm over the head, NeoX RoPE on 64 channels, bf16
+// store, E4M3 store) with no second launch. Timed as msac-run's
+// --graph-range times a range (20 copies in one CUDA graph, median time per
+// copy over 40 replays), next to read_floor.cu's stream of the same bytes.
+// A measurement probe for docs/perf.md (twenty-ninth session), not part of
+// msac, whose kernels the compiler generates.
+//
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90a -o cluster_prologue bench/cluster_prologue.cu
+//   ./cluster_prologue
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace cg = cooperative_groups;
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e = (x);                                                       \
+    if (e != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
+                   cudaGetErrorString(e));                                     \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
+constexpr int kHead = 128; // rows (features) per head
+
+// read_floor.cu's kernel: grid-stride 16-byte streaming loads, 8 in flight.
+__global__ void __launch_bounds__(512)
+    streamKernel(const uint4 *w, size_t n16, unsigned *out) {
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 7 * stride < n16; i += 8 * stride) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      v[u] = __ldcs(w + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n16; i += stride) {
+    uint4 v = __ldcs(w + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u)
+    out[0] = acc;
+}
+
+__device__ __forceinline__ float2 e4m3x2(unsigned short v) {
+  unsigned h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(v));
+  return __half22float2(*reinterpret_cast<__half2 *>(&h));
+}
+
+// Sum of 16 E4M3 weights times 16 bf16 x values (x as 8 words of pairs).
+__device__ __forceinline__ float dot16(uint4 wv, const unsigned *xw,
+                                       float acc) {
+  const unsigned ws[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 a = e4m3x2(ws[i] & 0xFFFF), b = e4m3x2(ws[i] >> 16);
+    const unsigned x0 = xw[2 * i], x1 = xw[2 * i + 1];
+    acc = fmaf(a.x, __uint_as_float(x0 << 16), acc);
+    acc = fmaf(a.y, __uint_as_float(x0 & 0xFFFF0000u), acc);
+    acc = fmaf(b.x, __uint_as_float(x1 << 16), acc);
+    acc = fmaf(b.y, __uint_as_float(x1 & 0xFFFF0000u), acc);
+  }
+  return acc;
+}
+
+// Sum of 8 E4M3 weights (one 8-byte piece) times 8 bf16 x values.
+__device__ __forceinline__ float dot8(uint2 wv, const unsigned *xw, float acc) {
+  const unsigned ws[2] = {wv.x, wv.y};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float2 a = e4m3x2(ws[i] & 0xFFFF), b = e4m3x2(ws[i] >> 16);
+    const unsigned x0 = xw[2 * i], x1 = xw[2 * i + 1];
+    acc = fmaf(a.x, __uint_as_float(x0 << 16), acc);
+    acc = fmaf(a.y, __uint_as_float(x0 & 0xFFFF0000u), acc);
+    acc = fmaf(b.x, __uint_as_float(x1 << 16), acc);
+    acc = fmaf(b.y, __uint_as_float(x1 & 0xFFFF0000u), acc);
+  }
+  return acc;
+}
+
+// One cluster of S CTAs of W warps per head. Rank r reads channels
+// [r K / S, (r + 1) K / S) of the head's 128 rows: a warp per row, P-byte
+// pieces (8 or 16), Rows rows' loads issued together. Epi: the leader's
+// epilogue (else it stores the sums).
+template <int S, int W, int P, int Rows, int MinCtas, bool Epi>
+__global__ void __launch_bounds__(W * 32, MinCtas)
+    clusterKernel(const uint8_t *w, const __nv_bfloat16 *x, const float *gamma,
+                  const float2 *rope, __nv_bfloat16 *q, uint8_t *cache,
+                  int qHeads) {
+  constexpr int kSlice = kK / S, kStep = 32 * P, kSteps = kSlice / kStep;
+  static_assert(kSteps * kStep == kSlice, "slice not a whole warp step");
+  static_assert(kHead % (W * Rows) == 0, "rows not a whole round");
+  __shared__ float partial[S][kHead];
+  __shared__ float red[4];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = int(cluster.block_rank());
+  const int head = blockIdx.x / S;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  // The lane's x: P bf16 values per step (P / 2 words).
+  unsigned xw[kSteps][P / 2];
+  const unsigned *xs =
+      reinterpret_cast<const unsigned *>(x + rank * kSlice + lane * P);
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+    for (int e = 0; e < P / 2; ++e)
+      xw[j][e] = xs[j * kStep / 2 + e];
+  float *leader = cluster.map_shared_rank(&partial[0][0], 0);
+  const uint8_t *base =
+      w + (size_t(head) * kHead) * kK + rank * kSlice + lane * P;
+  for (int r0 = warp; r0 < kHead; r0 += W * Rows) {
+    float sum[Rows];
+    if (P == 16) {
+      uint4 a[Rows][kSteps];
+#pragma unroll
+      for (int i = 0; i < Rows; ++i)
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j)
+          a[i][j] = __ldcs(reinterpret_cast<const uint4 *>(
+              base + size_t(r0 + i * W) * kK + j * kStep));
+#pragma unroll
+      for (int i = 0; i < Rows; ++i) {
+        sum[i] = 0;
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j)
+          sum[i] = dot16(a[i][j], xw[j], sum[i]);
+      }
+    } else {
+      uint2 a[Rows][kSteps];
+#pragma unroll
+      for (int i = 0; i < Rows; ++i)
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j)
+          a[i][j] = __ldcs(reinterpret_cast<const uint2 *>(
+              base + size_t(r0 + i * W) * kK + j * kStep));
+#pragma unroll
+      for (int i = 0; i < Rows; ++i) {
+        sum[i] = 0;
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j)
+          sum[i] = dot8(a[i][j], xw[j], sum[i]);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+#pragma unroll
+      for (int i = 0; i < Rows; ++i)
+        sum[i] += __shfl_xor_sync(~0u, sum[i], o);
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < Rows; ++i)
+        leader[rank * kHead + r0 + i * W] = sum[i];
+  }
+  cluster.sync();
+  if (rank != 0 || threadIdx.x >= kHead)
+    return;
+  const int f = threadIdx.x;
+  float v = 0;
+#pragma unroll
+  for (int i = 0; i < S; ++i)
+    v += partial[i][f];
+  if (!Epi) {
+    q[size_t(head) * kHead + f] = __float2bfloat16(v);
+    return;
+  }
+  // RMSNorm over the head's 128 features (4 warps), Gemma weight (1 + g).
+  float ss = v * v;
+#pragma unroll
+  for (int o = 16; o; o >>= 1)
+    ss += __shfl_xor_sync(~0u, ss, o);
+  if (lane == 0)
+    red[warp] = ss;
+  asm volatile("bar.sync 1, 128;");
+  ss = red[0] + red[1] + red[2] + red[3];
+  v *= rsqrtf(ss / kHead + 1e-6f) * (1.0f + gamma[f]);
+  // NeoX RoPE on channels 0..63: pairs (f, f + 32).
+  partial[0][f] = v;
+  asm volatile("bar.sync 1, 128;");
+  if (f < 64) {
+    const float2 cs = rope[f & 31];
+    const float o = partial[0][f ^ 32];
+    v = f < 32 ? v * cs.x - o * cs.y : v * cs.x + o * cs.y;
+  }
+  if (head < qHeads) {
+    q[size_t(head) * kHead + f] = __float2bfloat16(v);
+  } else {
+    __nv_fp8_e4m3 e(v);
+    cache[size_t(head - qHeads) * kHead + f] = *reinterpret_cast<uint8_t *>(&e);
+  }
+}
+
+double e4m3Host(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const double mag =
+      e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+int main() {
+  CK(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  std::printf("card: %s, %d SMs\n", prop.name, sms);
+  constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
+  const size_t bytes = size_t(kMaxHeads) * kHead * kK;
+  std::vector<uint8_t> host(bytes);
+  uint32_t seed = 7;
+  for (uint8_t &b : host) {
+    seed = seed * 1664525u + 1013904223u;
+    b = uint8_t(seed >> 24) & 0x77; // finite E4M3, |v| < 2^1
+  }
+  uint8_t *w[kCopies];
+  for (uint8_t *&p : w) {
+    CK(cudaMalloc(&p, bytes));
+    CK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  std::vector<__nv_bfloat16> hx(kK);
+  for (int i = 0; i < kK; ++i)
+    hx[i] = __float2bfloat16(float((i * 37) % 101) / 101.0f - 0.5f);
+  __nv_bfloat16 *x, *q;
+  float *gamma;
+  float2 *rope;
+  uint8_t *cache;
+  unsigned *out;
+  CK(cudaMalloc(&x, kK * 2));
+  CK(cudaMemcpy(x, hx.data(), kK * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&q, kMaxHeads * kHead * 2));
+  CK(cudaMalloc(&gamma, kHead * 4));
+  CK(cudaMemset(gamma, 0, kHead * 4));
+  CK(cudaMalloc(&rope, 32 * 8));
+  CK(cudaMemset(rope, 0, 32 * 8));
+  CK(cudaMalloc(&cache, kMaxHeads * kHead));
+  CK(cudaMalloc(&out, 64));
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto timeIt = [&](const char *name, int heads, auto launch) {
+    for (int i = 0; i < 5; ++i)
+      launch(i);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaGetLastError());
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kGraphCopies; ++i)
+      launch(i);
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphLaunch(exec, st));
+    std::vector<double> t;
+    for (int r = 0; r < 40; ++r) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaGraphLaunch(exec, st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(double(ms) * 1e3 / kGraphCopies);
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    std::sort(t.begin(), t.end());
+    const double mb = double(heads) * kHead * kK / 1e6, us = t[t.size() / 2];
+    std::printf("%-52s heads %2d  %6.2f us (%.2f TB/s)  [min %.2f max %.2f]\n",
+                name, heads, us, mb / us, t.front(), t.back());
+  };
+  using Fn = void (*)(const uint8_t *, const __nv_bfloat16 *, const float *,
+                      const float2 *, __nv_bfloat16 *, uint8_t *, int);
+  struct Variant {
+    const char *name;
+    Fn fn;
+    int s, warps;
+  } variants[] = {
+      {"S2 W8 P16 R2, sums only", clusterKernel<2, 8, 16, 2, 2, false>, 2, 8},
+      {"S3 W8 P16 R2", clusterKernel<3, 8, 16, 2, 2, true>, 3, 8},
+      {"S3 W16 P16 R2", clusterKernel<3, 16, 16, 2, 1, true>, 3, 16},
+      {"S3 W8 P8 R4", clusterKernel<3, 8, 8, 4, 2, true>, 3, 8},
+      {"S6 W8 P16 R2", clusterKernel<6, 8, 16, 2, 2, true>, 6, 8},
+      {"S6 W8 P16 R4", clusterKernel<6, 8, 16, 4, 2, true>, 6, 8},
+      {"S6 W4 P16 R4", clusterKernel<6, 4, 16, 4, 4, true>, 6, 4},
+      {"S6 W8 P8 R4", clusterKernel<6, 8, 8, 4, 2, true>, 6, 8},
+      {"S8 W4 P8 R4", clusterKernel<8, 4, 8, 4, 4, true>, 8, 4},
+      {"S8 W8 P8 R2", clusterKernel<8, 8, 8, 2, 2, true>, 8, 8},
+      {"S8 W8 P8 R4", clusterKernel<8, 8, 8, 4, 2, true>, 8, 8},
+      {"S8 W8 P8 R4, sums only", clusterKernel<8, 8, 8, 4, 2, false>, 8, 8},
+      {"S12 W4 P16 R4", clusterKernel<12, 4, 16, 4, 4, true>, 12, 4},
+      {"S12 W8 P16 R4", clusterKernel<12, 8, 16, 4, 2, true>, 12, 8},
+      {"S12 W8 P8 R2", clusterKernel<12, 8, 8, 2, 2, true>, 12, 8},
+  };
+  for (int heads : {72, 77}) {
+    const int qHeads = 64;
+    timeIt("stream, 16-byte pieces, 2 CTAs x 512", heads, [&](int i) {
+      streamKernel<<<2 * sms, 512, 0, st>>>(
+          reinterpret_cast<const uint4 *>(w[i % kCopies]),
+          size_t(heads) * kHead * kK / 16, out);
+    });
+    for (const Variant &v : variants) {
+      int regs = 0;
+      cudaFuncAttributes attr;
+      CK(cudaFuncGetAttributes(&attr, v.fn));
+      regs = attr.numRegs;
+      if (v.s > 8)
+        CK(cudaFuncSetAttribute(
+            v.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      char label[96];
+      int clusters = 0;
+      {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(heads * v.s);
+        cfg.blockDim = dim3(v.warps * 32);
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = v.s;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK(cudaOccupancyMaxActiveClusters(&clusters, v.fn, &cfg));
+      }
+      std::snprintf(label, sizeof label, "%s (%d regs, %d clusters)", v.name,
+                    regs, clusters);
+      auto launch = [&](int i) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(heads * v.s);
+        cfg.blockDim = dim3(v.warps * 32);
+        cfg.stream = st;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = v.s;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)w[i % kCopies],
+                              (const __nv_bfloat16 *)x, (const float *)gamma,
+                              (const float2 *)rope, q, cache, qHeads));
+      };
+      timeIt(label, heads, launch);
+      if (v.fn == variants[0].fn || v.fn == variants[11].fn) {
+        // The sums against the host's (copy 0 of the weights).
+        launch(0);
+        CK(cudaStreamSynchronize(st));
+        std::vector<__nv_bfloat16> hq(size_t(heads) * kHead);
+        CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (size_t r = 0; r < hq.size(); ++r) {
+          double ref = 0, mag = 0;
+          for (int c = 0; c < kK; ++c) {
+            const double p =
+                e4m3Host(host[r * kK + c]) * double(__bfloat162float(hx[c]));
+            ref += p, mag += std::fabs(p);
+          }
+          worst =
+              std::max(worst, std::fabs(double(__bfloat162float(hq[r])) - ref) /
+                                  (mag + 1e-30));
+        }
+        std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
+                    worst);
+      }
+    }
+  }
+  return 0;
+}
