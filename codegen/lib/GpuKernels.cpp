@@ -6684,12 +6684,17 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   const int64_t perRound = g.warps * rowsAtOnce;
   g.declareGrid(g.threads, s.totalHeads * n, n, kPrologueClusterCtasPerSM);
   g.declareTokens(1, 1);
-  g.declareProgrammatic();
+  if (prologueProgrammatic || programmaticLaunches)
+    g.declareProgrammatic();
   PrologueBuffers b(g, s);
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
   Value own = g.shared(k.f32, kTileN);
   Value all = g.sharedSpace(k.f32, n * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
+  // Every thread waits for the RMSNorm before anything else, steps of
+  // other sizes too (launched by a runtime that ignores the token bounds,
+  // the kernel does nothing, but it does not finish before the norm).
+  g.gridDependencyWait();
   k.ifThen(k.icmp(CmpI::eq, T, k.c(1)), [&] {
     // Every CTA of the cluster must have started before another writes
     // its shared memory: arrive now, wait before the copy.
@@ -6699,7 +6704,6 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     Value scale = g.packedTail(w, first);
     Value c0 = k.iadd(k.imul(rank, k.c(slice)), k.imul(g.lane, k.c(8)));
     // The input row, written by the RMSNorm: the lane's 8 values per step.
-    g.gridDependencyWait();
     SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < steps; ++j)
       xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));

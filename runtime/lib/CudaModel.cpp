@@ -594,18 +594,23 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
     driver->cuEventRecord(events[0], stream);
   }
   // Entries the step does not launch (Launch::launchedAt) time as 0.
+  std::vector<bool> launched(schedule.size(), false);
+  const std::string *last = nullptr;
   for (size_t i = 0; i < schedule.size(); ++i) {
-    if ((tokens == 0 || launches[i].launchedAt(tokens)) &&
-        !launchOne(schedule[i], launches[i], error))
-      return false;
+    launched[i] = tokens == 0 || launches[i].launchedAt(tokens);
+    if (launched[i]) {
+      if (!launchOne(schedule[i], launches[i], error))
+        return false;
+      last = &schedule[i].kernel;
+    }
     if (launchMs)
       driver->cuEventRecord(events[i + 1], stream);
   }
   CUresult rc = driver->cuCtxSynchronize();
   if (rc != 0) {
     error = "a kernel failed";
-    if (!schedule.empty())
-      error += " (last launched: " + schedule.back().kernel + ")";
+    if (last)
+      error += " (last launched: " + *last + ")";
     error += ": " + driver->describe(rc);
     return false;
   }
@@ -614,7 +619,8 @@ bool CudaModel::launch(const std::vector<Step> &schedule,
     driver->cuEventSynchronize(events.back());
     for (size_t i = 0; i < schedule.size(); ++i) {
       float ms = 0;
-      driver->cuEventElapsedTime(&ms, events[i], events[i + 1]);
+      if (launched[i])
+        driver->cuEventElapsedTime(&ms, events[i], events[i + 1]);
       (*launchMs)[i] = ms;
     }
     for (void *e : events)
