@@ -15,55 +15,18 @@
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o cluster_prologue bench/cluster_prologue.cu
 //   ./cluster_prologue
+#include "probe_common.cuh"
+
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e));                                     \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
 constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
 constexpr int kHead = 128; // rows (features) per head
-
-// read_floor.cu's kernel: grid-stride 16-byte streaming loads, 8 in flight.
-__global__ void __launch_bounds__(512)
-    streamKernel(const uint4 *w, size_t n16, unsigned *out) {
-  unsigned acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 7 * stride < n16; i += 8 * stride) {
-    uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      v[u] = __ldcs(w + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n16; i += stride) {
-    uint4 v = __ldcs(w + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u)
-    out[0] = acc;
-}
 
 __device__ __forceinline__ float2 e4m3x2(unsigned short v) {
   unsigned h;
@@ -228,12 +191,8 @@ int main() {
   std::printf("card: %s, %d SMs\n", prop.name, sms);
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
   const size_t bytes = size_t(kMaxHeads) * kHead * kK;
-  std::vector<uint8_t> host(bytes);
-  uint32_t seed = 7;
-  for (uint8_t &b : host) {
-    seed = seed * 1664525u + 1013904223u;
-    b = uint8_t(seed >> 24) & 0x77; // finite E4M3, |v| < 2^1
-  }
+  // Finite E4M3 values, |v| < 2.
+  const std::vector<uint8_t> host = lcgBytes(bytes, 7, 0x77);
   uint8_t *w[kCopies];
   for (uint8_t *&p : w) {
     CK(cudaMalloc(&p, bytes));
@@ -258,38 +217,11 @@ int main() {
   CK(cudaMalloc(&out, 64));
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   auto timeIt = [&](const char *name, int heads, auto launch) {
-    for (int i = 0; i < 5; ++i)
-      launch(i);
-    CK(cudaStreamSynchronize(st));
-    CK(cudaGetLastError());
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < kGraphCopies; ++i)
-      launch(i);
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    CK(cudaGraphLaunch(exec, st));
-    std::vector<double> t;
-    for (int r = 0; r < 40; ++r) {
-      CK(cudaEventRecord(e0, st));
-      CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(double(ms) * 1e3 / kGraphCopies);
-    }
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    std::sort(t.begin(), t.end());
-    const double mb = double(heads) * kHead * kK / 1e6, us = t[t.size() / 2];
+    const GraphTime t = timeInGraph(st, kGraphCopies, 40, launch);
+    const double mb = double(heads) * kHead * kK / 1e6;
     std::printf("%-52s heads %2d  %6.2f us (%.2f TB/s)  [min %.2f max %.2f]\n",
-                name, heads, us, mb / us, t.front(), t.back());
+                name, heads, t.median, mb / t.median, t.min, t.max);
   };
   using Fn = void (*)(const uint8_t *, const __nv_bfloat16 *, const float *,
                       const float2 *, __nv_bfloat16 *, uint8_t *, int);

@@ -14,48 +14,9 @@
 // 8 in flight per thread, streaming (.cs) loads, the words XOR-ed so that
 // the loads stay. Launches rotate over 4 copies of the weights (242 MB) so
 // that L2 (50 MB) does not hold them.
-#include <cuda_runtime.h>
+#include "probe_common.cuh"
 
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e));                                     \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-constexpr int kK = 6144, kThreads = 512, kInFlight = 8;
-
-__global__ void __launch_bounds__(kThreads) streamKernel(const uint4 *w,
-                                                          size_t n16,
-                                                          unsigned *out) {
-  unsigned acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
-    uint4 v[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      v[u] = __ldcs(w + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n16; i += stride) {
-    uint4 v = __ldcs(w + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
-    out[0] = acc;
-}
+constexpr int kK = 6144, kThreads = 512;
 
 int main() {
   CK(cudaSetDevice(0));
@@ -66,12 +27,7 @@ int main() {
   constexpr int kCopies = 4, kGraphCopies = 20;
   const int maxRows = 9856;
   const size_t bytes = size_t(maxRows) * kK;
-  std::vector<uint8_t> host(bytes);
-  uint32_t seed = 12345;
-  for (uint8_t &b : host) {
-    seed = seed * 1664525u + 1013904223u;
-    b = uint8_t(seed >> 24);
-  }
+  const std::vector<uint8_t> host = lcgBytes(bytes, 12345);
   uint8_t *w[kCopies];
   for (uint8_t *&p : w) {
     CK(cudaMalloc(&p, bytes));
@@ -107,27 +63,11 @@ int main() {
       single.push_back(elapsedUs());
     }
     CK(cudaGetLastError());
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < kGraphCopies; ++i)
-      launch(i, rows);
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    CK(cudaGraphLaunch(exec, st));
-    std::vector<double> inGraph;
-    for (int r = 0; r < 50; ++r) {
-      CK(cudaEventRecord(e0, st));
-      CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      inGraph.push_back(elapsedUs() / kGraphCopies);
-    }
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
+    const double g = timeInGraph(st, kGraphCopies, 50, [&](int i) {
+                       launch(i, rows);
+                     }).median;
     std::sort(single.begin(), single.end());
-    std::sort(inGraph.begin(), inGraph.end());
-    const double s = single[single.size() / 2], g = inGraph[inGraph.size() / 2];
+    const double s = single[single.size() / 2];
     std::printf("%d rows (%.1f MB): in a graph %.2f us per launch (%.2f TB/s); "
                 "single launch %.2f us (%.2f TB/s)\n",
                 rows, mb, g, mb / g, s, mb / s);

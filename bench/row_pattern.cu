@@ -15,48 +15,9 @@
 // them; ptxas still schedules them as it likes (about 31 registers per
 // thread for every variant), so the pieces a lane keeps in flight are
 // ptxas's choice, not set here.
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e));                                     \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
+#include "probe_common.cuh"
 
 constexpr int kK = 6144; // M3's hidden size: bytes per E4M3 weight row
-
-// read_floor.cu's kernel: grid-stride 16-byte streaming loads, 8 in flight.
-__global__ void __launch_bounds__(512)
-    streamKernel(const uint4 *w, size_t n16, unsigned *out) {
-  unsigned acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 7 * stride < n16; i += 8 * stride) {
-    uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      v[u] = __ldcs(w + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n16; i += stride) {
-    uint4 v = __ldcs(w + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
-    out[0] = acc;
-}
 
 template <int Bytes>
 __device__ __forceinline__ unsigned loadXor(const uint8_t *p) {
@@ -103,12 +64,7 @@ int main() {
   std::printf("card: %s, %d SMs\n", prop.name, sms);
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxRows = 9216;
   const size_t bytes = size_t(kMaxRows) * kK;
-  std::vector<uint8_t> host(bytes);
-  uint32_t seed = 7;
-  for (uint8_t &b : host) {
-    seed = seed * 1664525u + 1013904223u;
-    b = uint8_t(seed >> 24);
-  }
+  const std::vector<uint8_t> host = lcgBytes(bytes, 7);
   // 4 copies (226 MB) rotated so that L2 (50 MB) does not hold them.
   uint8_t *w[kCopies];
   for (uint8_t *&p : w) {
@@ -119,38 +75,11 @@ int main() {
   CK(cudaMalloc(&out, size_t(kMaxRows) * 8 * sizeof(unsigned)));
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   auto timeIt = [&](const char *name, int rows, auto launch) {
-    for (int i = 0; i < 5; ++i)
-      launch(i);
-    CK(cudaStreamSynchronize(st));
-    CK(cudaGetLastError());
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < kGraphCopies; ++i)
-      launch(i);
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    CK(cudaGraphLaunch(exec, st));
-    std::vector<double> t;
-    for (int r = 0; r < 40; ++r) {
-      CK(cudaEventRecord(e0, st));
-      CK(cudaGraphLaunch(exec, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(double(ms) * 1e3 / kGraphCopies);
-    }
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    std::sort(t.begin(), t.end());
-    const double mb = double(rows) * kK / 1e6, us = t[t.size() / 2];
+    const GraphTime t = timeInGraph(st, kGraphCopies, 40, launch);
+    const double mb = double(rows) * kK / 1e6;
     std::printf("%-40s rows %5d  %6.2f us (%.2f TB/s)  [min %.2f max %.2f]\n",
-                name, rows, us, mb / us, t.front(), t.back());
+                name, rows, t.median, mb / t.median, t.min, t.max);
   };
   using RowFn = void (*)(const uint8_t *, int, unsigned *);
   struct Variant {

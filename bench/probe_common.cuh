@@ -1,0 +1,107 @@
+// Shared pieces of the GPU measurement probes (read_floor.cu,
+// row_pattern.cu, cluster_prologue.cu): error checks, the streaming read
+// kernel they compare against, deterministic bytes, and the timing of a
+// launch as msac-run's --graph-range times a range (copies of it captured
+// in one CUDA graph, median over replays of the time per copy). Probes for
+// docs/perf.md, not part of msac, whose kernels the compiler generates.
+#ifndef MSAC_BENCH_PROBE_COMMON_CUH
+#define MSAC_BENCH_PROBE_COMMON_CUH
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e = (x);                                                       \
+    if (e != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
+                   cudaGetErrorString(e));                                     \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+/// Grid-stride 16-byte streaming (.cs) loads of n16 pieces, 8 in flight per
+/// thread, the words XOR-ed so that the loads stay (launched as 2 CTAs of
+/// 512 threads per SM by the probes).
+__global__ void __launch_bounds__(512)
+    streamKernel(const uint4 *w, size_t n16, unsigned *out) {
+  constexpr int kInFlight = 8;
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      v[u] = __ldcs(w + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n16; i += stride) {
+    uint4 v = __ldcs(w + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
+    out[0] = acc;
+}
+
+/// `n` bytes of a linear congruential sequence from `seed`, each ANDed
+/// with `mask`.
+inline std::vector<uint8_t> lcgBytes(size_t n, uint32_t seed,
+                                     uint8_t mask = 0xFF) {
+  std::vector<uint8_t> out(n);
+  for (uint8_t &b : out) {
+    seed = seed * 1664525u + 1013904223u;
+    b = uint8_t(seed >> 24) & mask;
+  }
+  return out;
+}
+
+/// Time per copy (us) of launch(i), i = 0..copies-1, captured in one CUDA
+/// graph on `st`: median, fastest and slowest of `reps` replays after five
+/// plain launches and one untimed replay.
+struct GraphTime {
+  double median, min, max;
+};
+template <typename Launch>
+GraphTime timeInGraph(cudaStream_t st, int copies, int reps, Launch launch) {
+  for (int i = 0; i < 5; ++i)
+    launch(i);
+  CK(cudaStreamSynchronize(st));
+  CK(cudaGetLastError());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < copies; ++i)
+    launch(i);
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphLaunch(exec, st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(exec, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(double(ms) * 1e3 / copies);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front(), t.back()};
+}
+
+#endif // MSAC_BENCH_PROBE_COMMON_CUH
