@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace cg = cooperative_groups;
 
@@ -35,8 +36,8 @@ __device__ __forceinline__ float2 e4m3x2(unsigned short v) {
 }
 
 // Sum of 16 E4M3 weights times 16 bf16 x values (x as 8 words of pairs).
-__device__ __forceinline__ float dot16(uint4 wv, const unsigned *xw,
-                                       float acc) {
+__device__ __forceinline__ float dotPiece(uint4 wv, const unsigned *xw,
+                                          float acc) {
   const unsigned ws[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -51,7 +52,8 @@ __device__ __forceinline__ float dot16(uint4 wv, const unsigned *xw,
 }
 
 // Sum of 8 E4M3 weights (one 8-byte piece) times 8 bf16 x values.
-__device__ __forceinline__ float dot8(uint2 wv, const unsigned *xw, float acc) {
+__device__ __forceinline__ float dotPiece(uint2 wv, const unsigned *xw,
+                                          float acc) {
   const unsigned ws[2] = {wv.x, wv.y};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -97,36 +99,20 @@ __global__ void __launch_bounds__(W * 32, MinCtas)
       w + (size_t(head) * kHead) * kK + rank * kSlice + lane * P;
   for (int r0 = warp; r0 < kHead; r0 += W * Rows) {
     float sum[Rows];
-    if (P == 16) {
-      uint4 a[Rows][kSteps];
+    using Piece = typename std::conditional<P == 16, uint4, uint2>::type;
+    Piece a[Rows][kSteps];
 #pragma unroll
-      for (int i = 0; i < Rows; ++i)
+    for (int i = 0; i < Rows; ++i)
 #pragma unroll
-        for (int j = 0; j < kSteps; ++j)
-          a[i][j] = __ldcs(reinterpret_cast<const uint4 *>(
-              base + size_t(r0 + i * W) * kK + j * kStep));
+      for (int j = 0; j < kSteps; ++j)
+        a[i][j] = __ldcs(reinterpret_cast<const Piece *>(
+            base + size_t(r0 + i * W) * kK + j * kStep));
 #pragma unroll
-      for (int i = 0; i < Rows; ++i) {
-        sum[i] = 0;
+    for (int i = 0; i < Rows; ++i) {
+      sum[i] = 0;
 #pragma unroll
-        for (int j = 0; j < kSteps; ++j)
-          sum[i] = dot16(a[i][j], xw[j], sum[i]);
-      }
-    } else {
-      uint2 a[Rows][kSteps];
-#pragma unroll
-      for (int i = 0; i < Rows; ++i)
-#pragma unroll
-        for (int j = 0; j < kSteps; ++j)
-          a[i][j] = __ldcs(reinterpret_cast<const uint2 *>(
-              base + size_t(r0 + i * W) * kK + j * kStep));
-#pragma unroll
-      for (int i = 0; i < Rows; ++i) {
-        sum[i] = 0;
-#pragma unroll
-        for (int j = 0; j < kSteps; ++j)
-          sum[i] = dot8(a[i][j], xw[j], sum[i]);
-      }
+      for (int j = 0; j < kSteps; ++j)
+        sum[i] = dotPiece(a[i][j], xw[j], sum[i]);
     }
 #pragma unroll
     for (int o = 16; o; o >>= 1)
@@ -184,20 +170,12 @@ double e4m3Host(uint8_t b) {
 }
 
 int main() {
-  CK(cudaSetDevice(0));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("card: %s, %d SMs\n", prop.name, sms);
+  const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
   const size_t bytes = size_t(kMaxHeads) * kHead * kK;
   // Finite E4M3 values, |v| < 2.
   const std::vector<uint8_t> host = lcgBytes(bytes, 7, 0x77);
-  uint8_t *w[kCopies];
-  for (uint8_t *&p : w) {
-    CK(cudaMalloc(&p, bytes));
-    CK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
-  }
+  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
   std::vector<__nv_bfloat16> hx(kK);
   for (int i = 0; i < kK; ++i)
     hx[i] = __float2bfloat16(float((i * 37) % 101) / 101.0f - 0.5f);

@@ -51,6 +51,27 @@ __global__ void __launch_bounds__(512)
     out[0] = acc;
 }
 
+/// Selects GPU 0, prints its name and returns its multiprocessor count.
+inline int openDevice() {
+  CK(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("card: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  return prop.multiProcessorCount;
+}
+
+/// `copies` device copies of `bytes` (launches rotate over them so that L2,
+/// 50 MB on the H200, does not hold the weights a launch reads).
+inline std::vector<uint8_t *> deviceCopies(const std::vector<uint8_t> &bytes,
+                                           int copies) {
+  std::vector<uint8_t *> out(copies);
+  for (uint8_t *&p : out) {
+    CK(cudaMalloc(&p, bytes.size()));
+    CK(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  }
+  return out;
+}
+
 /// `n` bytes of a linear congruential sequence from `seed`, each ANDed
 /// with `mask`.
 inline std::vector<uint8_t> lcgBytes(size_t n, uint32_t seed,

@@ -19,20 +19,12 @@
 constexpr int kK = 6144, kThreads = 512;
 
 int main() {
-  CK(cudaSetDevice(0));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("card: %s, %d SMs\n", prop.name, sms);
+  const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20;
   const int maxRows = 9856;
   const size_t bytes = size_t(maxRows) * kK;
   const std::vector<uint8_t> host = lcgBytes(bytes, 12345);
-  uint8_t *w[kCopies];
-  for (uint8_t *&p : w) {
-    CK(cudaMalloc(&p, bytes));
-    CK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
-  }
+  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
   unsigned *out;
   CK(cudaMalloc(&out, sizeof(unsigned)));
   cudaStream_t st;

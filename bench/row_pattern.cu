@@ -57,20 +57,12 @@ __global__ void __launch_bounds__(512)
 }
 
 int main() {
-  CK(cudaSetDevice(0));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("card: %s, %d SMs\n", prop.name, sms);
+  const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxRows = 9216;
   const size_t bytes = size_t(kMaxRows) * kK;
   const std::vector<uint8_t> host = lcgBytes(bytes, 7);
   // 4 copies (226 MB) rotated so that L2 (50 MB) does not hold them.
-  uint8_t *w[kCopies];
-  for (uint8_t *&p : w) {
-    CK(cudaMalloc(&p, bytes));
-    CK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
-  }
+  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
   unsigned *out;
   CK(cudaMalloc(&out, size_t(kMaxRows) * 8 * sizeof(unsigned)));
   cudaStream_t st;
