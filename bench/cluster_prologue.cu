@@ -35,36 +35,29 @@ __device__ __forceinline__ float2 e4m3x2(unsigned short v) {
   return __half22float2(*reinterpret_cast<__half2 *>(&h));
 }
 
-// Sum of 16 E4M3 weights times 16 bf16 x values (x as 8 words of pairs).
-__device__ __forceinline__ float dotPiece(uint4 wv, const unsigned *xw,
-                                          float acc) {
-  const unsigned ws[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 a = e4m3x2(ws[i] & 0xFFFF), b = e4m3x2(ws[i] >> 16);
-    const unsigned x0 = xw[2 * i], x1 = xw[2 * i + 1];
-    acc = fmaf(a.x, __uint_as_float(x0 << 16), acc);
-    acc = fmaf(a.y, __uint_as_float(x0 & 0xFFFF0000u), acc);
-    acc = fmaf(b.x, __uint_as_float(x1 << 16), acc);
-    acc = fmaf(b.y, __uint_as_float(x1 & 0xFFFF0000u), acc);
-  }
-  return acc;
+// acc plus 4 E4M3 weights (one word) times 4 bf16 x values (two words of
+// pairs), in FP32 FMAs.
+__device__ __forceinline__ float dotWord(unsigned w, const unsigned *x,
+                                         float acc) {
+  const float2 a = e4m3x2(w & 0xFFFF), b = e4m3x2(w >> 16);
+  acc = fmaf(a.x, __uint_as_float(x[0] << 16), acc);
+  acc = fmaf(a.y, __uint_as_float(x[0] & 0xFFFF0000u), acc);
+  acc = fmaf(b.x, __uint_as_float(x[1] << 16), acc);
+  return fmaf(b.y, __uint_as_float(x[1] & 0xFFFF0000u), acc);
 }
 
-// Sum of 8 E4M3 weights (one 8-byte piece) times 8 bf16 x values.
+// acc plus one 16-byte (uint4) or 8-byte (uint2) piece of E4M3 weights
+// times as many bf16 x values (xw: words of pairs).
+__device__ __forceinline__ float dotPiece(uint4 wv, const unsigned *xw,
+                                          float acc) {
+  acc = dotWord(wv.x, xw, acc);
+  acc = dotWord(wv.y, xw + 2, acc);
+  acc = dotWord(wv.z, xw + 4, acc);
+  return dotWord(wv.w, xw + 6, acc);
+}
 __device__ __forceinline__ float dotPiece(uint2 wv, const unsigned *xw,
                                           float acc) {
-  const unsigned ws[2] = {wv.x, wv.y};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float2 a = e4m3x2(ws[i] & 0xFFFF), b = e4m3x2(ws[i] >> 16);
-    const unsigned x0 = xw[2 * i], x1 = xw[2 * i + 1];
-    acc = fmaf(a.x, __uint_as_float(x0 << 16), acc);
-    acc = fmaf(a.y, __uint_as_float(x0 & 0xFFFF0000u), acc);
-    acc = fmaf(b.x, __uint_as_float(x1 << 16), acc);
-    acc = fmaf(b.y, __uint_as_float(x1 & 0xFFFF0000u), acc);
-  }
-  return acc;
+  return dotWord(wv.y, xw + 2, dotWord(wv.x, xw, acc));
 }
 
 // One cluster of S CTAs of W warps per head. Rank r reads channels
