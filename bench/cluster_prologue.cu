@@ -233,34 +233,23 @@ int main() {
         CK(cudaFuncSetAttribute(
             v.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       char label[96];
+      // One cluster of v.s CTAs per head along x; `cluster` outlives `cfg`.
+      cudaLaunchAttribute cluster;
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = v.s;
+      cluster.val.clusterDim.y = 1;
+      cluster.val.clusterDim.z = 1;
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(heads * v.s);
+      cfg.blockDim = dim3(v.warps * 32);
+      cfg.stream = st;
+      cfg.attrs = &cluster;
+      cfg.numAttrs = 1;
       int clusters = 0;
-      {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(heads * v.s);
-        cfg.blockDim = dim3(v.warps * 32);
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = v.s;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        CK(cudaOccupancyMaxActiveClusters(&clusters, v.fn, &cfg));
-      }
+      CK(cudaOccupancyMaxActiveClusters(&clusters, v.fn, &cfg));
       std::snprintf(label, sizeof label, "%s (%d regs, %d clusters)", v.name,
                     regs, clusters);
       auto launch = [&](int i) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(heads * v.s);
-        cfg.blockDim = dim3(v.warps * 32);
-        cfg.stream = st;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = v.s;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
         CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)w[i % kCopies],
                               (const __nv_bfloat16 *)x, (const float *)gamma,
                               (const float2 *)rope, q, cache, qHeads));
