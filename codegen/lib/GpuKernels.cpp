@@ -3214,6 +3214,38 @@ static llvm::cl::opt<int> f16RowBatch(
 /// Loaded words per thread that a batch of rowsToF16 keeps in registers.
 constexpr int64_t kF16RowBatchWords = 32;
 
+/// The magnitude bits (sign cleared) of the largest of the bf16 values in
+/// `word` (two per word) and `m` (i32).
+Value bf16PairMaxBits(GK &g, Value word, Value m) {
+  KB &k = g.k;
+  auto low15 = [&](Value v) -> Value {
+    return arith::AndIOp::create(k.b, k.loc, v, g.ci32(0x7FFF));
+  };
+  Value lo = low15(word);
+  Value hi = low15(arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(16)));
+  return arith::MaxUIOp::create(k.b, k.loc, m,
+                                arith::MaxUIOp::create(k.b, k.loc, lo, hi));
+}
+
+/// {2^s, 2^-s} (FP32) for s = f16RowShift(e) (CacheDecode.h), e the
+/// exponent field of `m`, the largest bf16 magnitude bits of a row (i32,
+/// sign cleared): the factor that brings the row into f16's range before
+/// the conversion (rowsToF16) and the one that undoes it on the sums.
+std::pair<Value, Value> f16RowScales(GK &g, Value m) {
+  KB &k = g.k;
+  auto pow2 = [&](Value exponentField) -> Value {
+    return arith::BitcastOp::create(
+        k.b, k.loc, k.f32,
+        arith::ShLIOp::create(k.b, k.loc, exponentField, g.ci32(23)));
+  };
+  Value e = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
+  Value sh = arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), e);
+  sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
+  sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
+  return {pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh)),
+          pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh))};
+}
+
 /// The bf16 rows x[r n, (r + 1) n), r < R (R >= 1, at most the rows that
 /// `dst` holds), as n / 2 words of f16 pairs each at word r n / 2 of `dst`
 /// (shared memory, generic pointer), every value of row r times 2^s_r;
@@ -3241,12 +3273,6 @@ void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs,
   if (stride == 0)
     stride = n;
   KB &k = g.k;
-  auto andI = [&](Value v, int64_t m) -> Value {
-    return arith::AndIOp::create(k.b, k.loc, v, g.ci32(int32_t(m)));
-  };
-  auto f32Of = [&](Value bits) -> Value {
-    return arith::BitcastOp::create(k.b, k.loc, k.f32, bits);
-  };
   // Piece p of thread t: 16 bytes at piece p * threads + t, if < n / 8
   // (others hold zeros and store nothing).
   const int64_t count = n / 8, pieces = (count + g.threads - 1) / g.threads;
@@ -3285,11 +3311,7 @@ void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs,
       for (Value &w : words[i][p]) {
         if (ragged)
           w = k.select(inRow(p), w, g.ci32(0));
-        Value lo = andI(w, 0x7FFF);
-        Value hi =
-            andI(arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)), 0x7FFF);
-        m = arith::MaxUIOp::create(k.b, k.loc, m,
-                                   arith::MaxUIOp::create(k.b, k.loc, lo, hi));
+        m = bf16PairMaxBits(g, w, m);
       }
     for (int64_t off = kWarp / 2; off >= 1; off /= 2)
       m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
@@ -3300,21 +3322,13 @@ void rowsToF16(GK &g, Value x, Value R, int64_t n, Value dst, Value downs,
       g.storeI32(partial, k.iadd(k.c(i * g.warps), g.warp), ms[i]);
   });
   g.sync();
-  auto pow2 = [&](Value exponentField) {
-    return f32Of(arith::ShLIOp::create(k.b, k.loc, exponentField, g.ci32(23)));
-  };
   for (int64_t i = 0; i < batch; ++i) {
     Value m = ms[i];
     for (int64_t w = 0; w < g.warps; ++w)
       m = arith::MaxUIOp::create(k.b, k.loc, m,
                                  g.loadI32(partial, k.c(i * g.warps + w)));
-    Value e = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
-    // s = f16RowShift(e).
-    Value sh = arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), e);
-    sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
-    sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
-    Value up = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
-    Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
+    Value up, down;
+    std::tie(up, down) = f16RowScales(g, m);
     Value row = rows[i];
     k.ifThen(k.icmp(CmpI::ult, row, R), [&] {
       k.ifThen(g.eq(g.tid, k.c(0)), [&] { k.storeF(downs, row, down, k.f32); });
@@ -6616,17 +6630,18 @@ static llvm::cl::opt<bool> prologueClusters(
     "gpu-prologue-clusters", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
     llvm::cl::desc("The fused attention prologue with per-tensor FP8 weights "
-                   "at one token (sm_90a): one kernel, a thread-block "
+                   "at 1-16 tokens (sm_90a): one kernel, a thread-block "
                    "cluster per head that projects, sums in distributed "
                    "shared memory and runs the epilogue "
-                   "(prologueClusterKernel; false: parts 0 and 1 at every "
-                   "step)"));
+                   "(prologueClusterKernel, prologueClusterMmaKernel; "
+                   "false: parts 0 and 1 at every step)"));
 
 static llvm::cl::opt<int> prologueClusterSize(
     "gpu-prologue-cluster-size", llvm::cl::Hidden, llvm::cl::init(8),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("CTAs per head of the one-token prologue cluster kernel, "
-                   "each over 1/N of the channels (1-8; tuning)"));
+    llvm::cl::desc("CTAs per head of the prologue's cluster kernels, each "
+                   "over 1/N of the channels (1-8, the 2-16-token kernel "
+                   "4-8; tuning)"));
 
 static llvm::cl::opt<int> prologueClusterRows(
     "gpu-prologue-cluster-rows", llvm::cl::Hidden, llvm::cl::init(4),
@@ -6659,7 +6674,8 @@ bool prologueClustered(const PrologueShape &s, const PackedOperands *packed) {
 }
 
 /// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
-/// read in place; launched at T = 1 only, where parts 0 and 1 are not):
+/// read in place; part 2, launched at T = 1 only, where parts 0, 1 and 3
+/// are not):
 /// one kernel, no workspace. Each global head gh is a thread-block cluster
 /// of N CTAs (N = --gpu-prologue-cluster-size; grid totalHeads * N, CTA
 /// rank r = ctaid mod N, as the cluster spans N consecutive CTAs along x).
@@ -6784,6 +6800,333 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
         });
       });
     });
+  });
+}
+
+/// CTAs per multiprocessor the tensor-core cluster kernel's registers are
+/// capped for (96 registers at 128 threads): 5 x 132 = 660 CTAs hold M3's
+/// 72 or 77 clusters of 8. On the H200 (docs/perf.md, thirtieth session)
+/// a cap for 6 (80 registers) made M3's prologue at 2-16 tokens 1.5-1.9x
+/// slower (27-37 us against 18-22).
+constexpr int64_t kPrologueClusterMmaCtasPerSM = 5;
+
+static llvm::cl::opt<int> prologueClusterMaxTokens(
+    "gpu-prologue-cluster-max-tokens", llvm::cl::Hidden, llvm::cl::init(16),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Most tokens of a step whose fused prologue runs as one "
+                   "thread-block-cluster kernel with f16 tensor-core "
+                   "products (prologueClusterMmaKernel, 2-16; 1: parts 0 "
+                   "and 1 from two tokens)"));
+
+static llvm::cl::opt<int> prologueClusterLaneBytes(
+    "gpu-prologue-cluster-lane-bytes", llvm::cl::Hidden, llvm::cl::init(32),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Consecutive E4M3 bytes of a weight row each lane of the "
+                   "prologue's tensor-core cluster kernel loads per chunk "
+                   "(16 or 32; tuning)"));
+
+static llvm::cl::opt<int> prologueClusterMmaCtas(
+    "gpu-prologue-cluster-mma-ctas", llvm::cl::Hidden,
+    llvm::cl::init(kPrologueClusterMmaCtasPerSM),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("CTAs per multiprocessor the registers of the prologue's "
+                   "tensor-core cluster kernel are capped for (4-6: its "
+                   "shared memory fits 6; tuning)"));
+
+static llvm::cl::opt<int> prologueClusterChunks(
+    "gpu-prologue-cluster-chunks", llvm::cl::Hidden, llvm::cl::init(1),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
+                   "whose weight loads a warp of the prologue's tensor-core "
+                   "cluster kernel issues together (tuning)"));
+
+namespace {
+/// The tensor-core cluster kernel's most tokens per step (the rows of its
+/// mma.sync A operand).
+constexpr int64_t kClusterMmaTokens = 16;
+/// Most static shared memory of a CTA of the tensor-core cluster kernel
+/// (6 of them fit an H200 multiprocessor's 227 KB; the kernel is capped
+/// for kPrologueClusterMmaCtasPerSM).
+constexpr int64_t kClusterMmaSharedBytes = 36 * 1024;
+
+/// Channels of one loop chunk of the tensor-core cluster kernel: the 4
+/// lanes of a quad load --gpu-prologue-cluster-lane-bytes consecutive E4M3
+/// bytes each of a weight row.
+int64_t clusterMmaChunk() { return 4 * prologueClusterLaneBytes; }
+
+/// Steps a CTA of the tensor-core cluster kernel finishes (token t: CTA
+/// t mod N, its local step t / N).
+int64_t clusterMmaLocal(int64_t n) { return (kClusterMmaTokens + n - 1) / n; }
+/// 32-bit words of a row of the f16 input slice in shared memory (H / N
+/// channels, padded by 16 bytes: the two rows a quarter-warp reads start
+/// 4 banks apart; with 32 bytes per lane its lanes 0 and 2 of a row still
+/// meet, a 2-way conflict per ld.shared.v4).
+int64_t clusterMmaRowWords(const PrologueShape &s, int64_t n) {
+  return s.hidden / n / 2 + 4;
+}
+} // namespace
+
+/// True when steps of 2 to --gpu-prologue-cluster-max-tokens tokens take
+/// prologueClusterMmaKernel (part 3; parts 0 and 1 then launch from one
+/// token more).
+bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
+  const int64_t n = prologueClusterSize;
+  if (!prologueClustered(s, packed) || prologueClusterMaxTokens < 2 ||
+      prologueClusterMaxTokens > kClusterMmaTokens ||
+      prologueClusterChunks < 1 || kTileN % (kGpuThreads / kWarp * 8) != 0 ||
+      clusterMmaLocal(n) > kGpuThreads / kWarp ||
+      kClusterMmaTokens % (kGpuThreads / kWarp) != 0 ||
+      (prologueClusterLaneBytes != 16 && prologueClusterLaneBytes != 32) ||
+      (s.hidden / n) % clusterMmaChunk() != 0)
+    return false;
+  // xs, downs and recv (prologueClusterMmaKernel).
+  const int64_t bytes = 4 * kClusterMmaTokens * clusterMmaRowWords(s, n) +
+                        4 * kClusterMmaTokens +
+                        4 * n * clusterMmaLocal(n) * kTileN;
+  return bytes <= kClusterMmaSharedBytes;
+}
+
+/// The fused prologue of a step of 2 to --gpu-prologue-cluster-max-tokens
+/// tokens (sm_90a, per-tensor FP8 weights read in place): one kernel, no
+/// workspace, the clusters of prologueClusterKernel (N CTAs per global
+/// head gh, CTA r over channels [r H / N, (r + 1) H / N)) with f16
+/// tensor-core products. The CTA converts its channel slice of the step's
+/// input rows to f16 in shared memory, each row times the power of two
+/// 2^s_t of rowsToF16 (f16RowShift of the slice's largest magnitude: no
+/// overflow, and exact but for values below 2^-28 of the largest), the
+/// sums times 2^-s_t (rows T..15 are zeros, their sums never stored). Warp
+/// w takes weight rows [32 w, 32 w + 32) of the head as four mma.sync
+/// m16n8k16 B operands of 8 rows, the 16 token rows as A. Per chunk of
+/// 4 L channels (L = --gpu-prologue-cluster-lane-bytes, 32) lane (q, i)
+/// (q = lane / 4, i = lane mod 4) loads L E4M3 bytes at channel L i of
+/// weight row q of each tile and L f16 values at channel L i of token rows
+/// q and q + 8; the chunk's L / 4 mmas per tile take channels L i + 4 j ..
+/// + 3 at k slots {2 i, 2 i + 1, 2 i + 8, 2 i + 9} (a permutation of the
+/// chunk's channels that A and B share, so the
+/// sums are those of the chunk). FP32 accumulators, times the per-tensor
+/// scale. Token t's sums go to CTA t mod N (distributed shared memory,
+/// slot [r][t / N]); after the cluster barrier warp t / N of that CTA adds
+/// the N slots in rank order and runs prologueRowEpilogue: up to 16
+/// epilogues in parallel over the cluster. On the H200 (docs/perf.md,
+/// thirtieth session) M3's prologue at 2-16 tokens took 18.9-20.2 us
+/// (dense layer) and 21.8-22.9 us (MSA layer) in a CUDA graph, against
+/// 21.3-23.5 and 22.8-24.9 for parts 0 and 1.
+void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
+  KB &k = g.k;
+  const int64_t n = prologueClusterSize, slice = s.hidden / n;
+  const int64_t laneBytes = prologueClusterLaneBytes;
+  const int64_t chunks = slice / clusterMmaChunk();
+  const int64_t local = clusterMmaLocal(n);
+  const int64_t rowWords = clusterMmaRowWords(s, n);
+  const int64_t tiles = kTileN / g.warps / 8;
+  int64_t u = std::min<int64_t>(prologueClusterChunks, chunks);
+  while (chunks % u != 0)
+    --u;
+  g.declareGrid(g.threads, s.totalHeads * n, n,
+                std::clamp<int64_t>(prologueClusterMmaCtas, 4, 6));
+  g.declareTokens(2, prologueClusterMaxTokens);
+  if (prologueProgrammatic || programmaticLaunches)
+    g.declareProgrammatic();
+  PrologueBuffers b(g, s);
+  PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
+  Value xs = g.shared(k.i32, kClusterMmaTokens * rowWords);
+  Value downs = g.shared(k.f32, kClusterMmaTokens);
+  Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
+  auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
+  auto v4i32 = VectorType::get({4}, k.i32);
+  // As prologueClusterKernel: the RMSNorm first, in every step.
+  g.gridDependencyWait();
+  Value launched =
+      g.andI(k.icmp(CmpI::sge, T, k.c(2)),
+             k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
+  k.ifThen(launched, [&] {
+    NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+    Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
+    std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
+    const WeightRef &w = head.first;
+    Value first = head.second;
+    Value scale = g.packedTail(w, first);
+    Value c0 = k.imul(rank, k.c(slice));
+    // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
+    // f16RowShift of the slice's largest magnitude, so that any finite
+    // bf16 value converts without overflow), into xs; 2^-s_t into downs.
+    // Warp w takes rows w, w + warps, ..., each lane 16-byte pieces lane,
+    // lane + 32, ...; its loads are all issued first (rows T..15 are
+    // zeros, not loaded), then the warp's maximum per row, the conversion
+    // and the stores.
+    const int64_t pieces = slice / 8, perLane = pieces / kWarp;
+    const int64_t rowsPerWarp = kClusterMmaTokens / g.warps;
+    SmallVector<SmallVector<Value>> raws(rowsPerWarp);
+    auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
+    auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+      Value t = rowOf(j);
+      for (int64_t p = 0; p < perLane; ++p)
+        raws[j].push_back(g.ifElse(
+            k.icmp(CmpI::ult, t, T), {v4i32},
+            [&]() -> SmallVector<Value> {
+              Value src = k.iadd(k.imul(t, k.c(s.hidden)),
+                                 k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
+              return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                           k.gep(b.in, src, k.i16), 16)};
+            },
+            [&]() -> SmallVector<Value> {
+              return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
+            })[0]);
+    }
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+      Value t = rowOf(j);
+      Value m = g.ci32(0);
+      for (Value raw : raws[j])
+        for (int64_t e = 0; e < 4; ++e)
+          m = bf16PairMaxBits(
+              g, LLVM::ExtractElementOp::create(k.b, k.loc, raw, g.ci32(e)), m);
+      for (int64_t off = kWarp / 2; off >= 1; off /= 2)
+        m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
+      Value up, down;
+      std::tie(up, down) = f16RowScales(g, m);
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(downs, t, down, k.f32); });
+      for (int64_t p = 0; p < perLane; ++p) {
+        Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+        for (int64_t e = 0; e < 4; ++e)
+          out = LLVM::InsertElementOp::create(
+              k.b, k.loc, out,
+              bf16WordToF16(g,
+                            LLVM::ExtractElementOp::create(
+                                k.b, k.loc, raws[j][p], g.ci32(e)),
+                            up),
+              g.ci32(e));
+        LLVM::StoreOp::create(
+            k.b, k.loc, out,
+            k.gep(xs,
+                  k.iadd(k.imul(t, k.c(rowWords)), k.imul(pieceOf(p), k.c(4))),
+                  k.i32),
+            16);
+      }
+    }
+    g.sync();
+    Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
+    // The lane's weight row in tile 0 and its token row q at chunk 0 (the
+    // other tiles' rows and token row q + 8 at constant offsets).
+    Value wRow = k.iadd(k.imul(g.warp, k.c(8 * tiles)), quad);
+    Value wAt =
+        k.gep(w.base,
+              k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
+                                   k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
+              k.b.getI8Type());
+    Value xAt = k.gep(
+        xs,
+        k.iadd(k.imul(quad, k.c(rowWords)), k.imul(inQuad, k.c(laneBytes / 2))),
+        k.i32);
+    SmallVector<Value> init(4 * tiles, k.cf(0));
+    SmallVector<Value> acc = k.reduceN(
+        k.c(0), k.c(chunks / u), init,
+        [&](Value it, ValueRange a) -> SmallVector<Value> {
+          // The group's weight loads first, all in flight together.
+          SmallVector<SmallVector<Value>> raw(u);
+          for (int64_t c = 0; c < u; ++c) {
+            Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
+                               k.c(clusterMmaChunk()));
+            for (int64_t nt = 0; nt < tiles; ++nt)
+              for (int64_t v = 0; v < laneBytes / 16; ++v)
+                raw[c].push_back(LLVM::LoadOp::create(
+                    k.b, k.loc, v4i32,
+                    k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
+                          k.b.getI8Type()),
+                    16));
+          }
+          SmallVector<Value> next(a.begin(), a.end());
+          for (int64_t c = 0; c < u; ++c) {
+            Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
+                               k.c(clusterMmaChunk() / 2));
+            // The lane's words of token rows q (x[0]) and q + 8 (x[1]).
+            SmallVector<Value> x[2];
+            for (int64_t h = 0; h < 2; ++h)
+              for (int64_t v = 0; v < laneBytes / 8; ++v) {
+                Value vec = LLVM::LoadOp::create(
+                    k.b, k.loc, v4i32,
+                    k.gep(xAt, k.iadd(off, k.c(8 * h * rowWords + 4 * v)),
+                          k.i32),
+                    16);
+                for (int64_t e = 0; e < 4; ++e)
+                  x[h].push_back(LLVM::ExtractElementOp::create(k.b, k.loc, vec,
+                                                                g.ci32(e)));
+              }
+            for (int64_t nt = 0; nt < tiles; ++nt) {
+              SmallVector<Value> wf;
+              for (int64_t v = 0; v < laneBytes / 16; ++v)
+                for (Value word :
+                     g.e4m3WordsToF16(raw[c][nt * (laneBytes / 16) + v], 4))
+                  wf.push_back(word);
+              for (int64_t j = 0; j < laneBytes / 4; ++j) {
+                SmallVector<Value> d =
+                    g.mma({x[0][2 * j], x[1][2 * j], x[0][2 * j + 1],
+                           x[1][2 * j + 1]},
+                          {wf[2 * j], wf[2 * j + 1]},
+                          ArrayRef<Value>(next).slice(4 * nt, 4), /*f16=*/true);
+                for (int64_t e = 0; e < 4; ++e)
+                  next[4 * nt + e] = d[e];
+              }
+            }
+          }
+          return next;
+        });
+    // Every CTA of the cluster has started (its shared memory exists).
+    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    // Lane (q, i) holds tokens q (acc 0, 1) and q + 8 (acc 2, 3) of rows
+    // 8 nt + 2 i and + 1 of each tile: to slot [rank][t / N] of CTA t mod N.
+    auto v2f32 = VectorType::get({2}, k.f32);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value t = k.iadd(quad, k.c(8 * h));
+      k.ifThen(k.icmp(CmpI::ult, t, T), [&] {
+        Value owner =
+            arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(t, k.c(n)));
+        // The per-tensor scale and the row's 2^-s_t.
+        Value factor = k.mul(scale, k.loadF(downs, t, k.f32));
+        Value base = NVVM::MapaOp::create(k.b, k.loc, clusterPtr, recv, owner);
+        Value slot = k.imul(k.iadd(k.imul(rank, k.c(local)), k.idiv(t, k.c(n))),
+                            k.c(kTileN));
+        for (int64_t nt = 0; nt < tiles; ++nt) {
+          Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
+                             k.iadd(k.c(8 * nt), k.imul(inQuad, k.c(2))));
+          Value v = LLVM::UndefOp::create(k.b, k.loc, v2f32);
+          for (int64_t e = 0; e < 2; ++e)
+            v = LLVM::InsertElementOp::create(
+                k.b, k.loc, v, k.mul(acc[4 * nt + 2 * h + e], factor),
+                g.ci32(e));
+          Value at =
+              LLVM::GEPOp::create(k.b, k.loc, clusterPtr, k.f32, base,
+                                  ValueRange{arith::IndexCastOp::create(
+                                      k.b, k.loc, k.i64, k.iadd(slot, row))});
+          LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
+        }
+      });
+    }
+    NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
+    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
+    Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
+    k.ifThen(
+        g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, T)),
+        [&] {
+          prologueByKind(g, s, gh, [&](int kind, Value head) {
+            prologueRowEpilogue(g, s, b, kind, head, t, gh, T, [&] {
+              SmallVector<Value> v;
+              for (int64_t e = 0; e < 4; ++e) {
+                Value c = k.iadd(
+                    k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
+                    k.c(e));
+                Value total = k.loadF(sums, c, k.f32);
+                for (int64_t r = 1; r < n; ++r)
+                  total = k.add(
+                      total,
+                      k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)), k.f32));
+                v.push_back(total);
+              }
+              return v;
+            });
+          });
+        });
   });
 }
 
@@ -7519,8 +7862,12 @@ int64_t msac::kernels::gpuKernelParts(Operation *op,
                                       const PackedOperands *packed) {
   if (isa<msa::MoEExpertsOp>(op))
     return 4;
-  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op))
-    return prologueClustered(PrologueShape(prologue), packed) ? 3 : 2;
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
+    const PrologueShape s(prologue);
+    return prologueClusterMma(s, packed)  ? 4
+           : prologueClustered(s, packed) ? 3
+                                          : 2;
+  }
   return isa<msa::MoERouterOp, msa::AttentionPrologueOp, msa::SparseAttentionOp,
              msa::DenseAttentionOp>(op)
              ? 2
@@ -7769,19 +8116,23 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
       .Case([&](msa::AttentionPrologueOp o) {
         const PrologueShape s(o);
         Value T = k.scalar(0);
-        // Where the one-token cluster kernel exists (part 2, sm_90a), it
-        // runs the steps of one token and parts 0 and 1 the others; on
-        // other targets part 2 never launches.
+        // Where the cluster kernels exist (sm_90a), part 2 runs the steps
+        // of one token, part 3 (prologueClusterMma) those of 2 to
+        // --gpu-prologue-cluster-max-tokens, and parts 0 and 1 the others;
+        // on other targets parts 2 and 3 never launch.
         const bool clustered = wgmma && prologueClustered(s, k.packed);
-        if (part == 2) {
-          if (clustered)
+        const bool clusteredMma = clustered && prologueClusterMma(s, k.packed);
+        if (part == 2 || part == 3) {
+          if (part == 2 && clustered)
             prologueClusterKernel(g, s, T);
+          else if (part == 3 && clusteredMma)
+            prologueClusterMmaKernel(g, s, T);
           else
             g.declareTokens(2, 1);
           return;
         }
         if (clustered)
-          g.declareTokens(2, 0);
+          g.declareTokens(clusteredMma ? prologueClusterMaxTokens + 1 : 2, 0);
         // Part 0 starts while the RMSNorm of its input runs (the norm lets
         // it, rmsNormKernel) and waits for it before anything else: its
         // launch and CTA start overlap the norm. Part 1 starts while part

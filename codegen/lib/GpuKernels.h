@@ -48,7 +48,8 @@ GpuWorkspace gpuWorkspace(Operation *op,
 /// Launches `op`'s GPU kernel takes (parts that run one after the other over
 /// the same buffers, e.g. the bucketing, projections and slot sum of the MoE
 /// experts; a target may launch only some of them in a step, by their token
-/// bounds, e.g. the fused attention prologue's one-token cluster kernel).
+/// bounds, e.g. the fused attention prologue's cluster kernels of 1 and 2-16
+/// tokens).
 /// `packed`: the weights the launch reads in place, as gpuWorkspace's.
 int64_t gpuKernelParts(Operation *op, const PackedOperands *packed = nullptr);
 
