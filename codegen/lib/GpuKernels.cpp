@@ -6833,6 +6833,13 @@ static llvm::cl::opt<int> prologueClusterMmaCtas(
                    "tensor-core cluster kernel are capped for (4-6: its "
                    "shared memory fits 6; tuning)"));
 
+static llvm::cl::opt<int> prologueClusterPrefetch(
+    "gpu-prologue-cluster-prefetch", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Chunks of its weight rows the prologue's tensor-core "
+                   "cluster kernel prefetches into L2 before it waits for "
+                   "the RMSNorm (tuning)"));
+
 static llvm::cl::opt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", llvm::cl::Hidden, llvm::cl::init(1),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -6934,6 +6941,33 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
   auto v4i32 = VectorType::get({4}, k.i32);
+  // The first chunks of the weight rows to L2 while the RMSNorm runs (the
+  // weights are not written by it): lane (q, i) of a quad takes chunk i,
+  // i + 4, ... of row q of each of its warp's tiles, a 128-byte line each
+  // at 32 bytes per lane.
+  const int64_t prefetch = std::min<int64_t>(prologueClusterPrefetch, chunks);
+  for (int64_t c = 0; c < prefetch; c += 4) {
+    Value chunk = k.iadd(k.irem(g.lane, k.c(4)), k.c(c));
+    k.ifThen(k.icmp(CmpI::ult, chunk, k.c(prefetch)), [&] {
+      Value gh = k.idiv(g.ctaId, k.c(n));
+      std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
+      Value at = k.iadd(head.second,
+                        k.iadd(k.imul(k.irem(g.ctaId, k.c(n)), k.c(slice)),
+                               k.imul(chunk, k.c(clusterMmaChunk()))));
+      for (int64_t nt = 0; nt < tiles; ++nt) {
+        Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
+                           k.iadd(k.c(8 * nt), k.idiv(g.lane, k.c(4))));
+        NVVM::PrefetchOp::create(
+            k.b, k.loc,
+            NVVM::PrefetchCacheLevelAttr::get(k.b.getContext(),
+                                              NVVM::PrefetchCacheLevel::L2),
+            NVVM::CacheEvictionPriorityAttr(),
+            k.gep(head.first.base, k.iadd(at, k.imul(row, k.c(s.hidden))),
+                  k.b.getI8Type()),
+            Value());
+      }
+    });
+  }
   // As prologueClusterKernel: the RMSNorm first, in every step.
   g.gridDependencyWait();
   Value launched =
