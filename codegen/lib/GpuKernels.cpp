@@ -3764,37 +3764,16 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
                             true));
           }
         }
-      auto field = [&](Value w, int64_t shift) -> Value {
-        Value v = shift ? arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(shift))
-                              .getResult()
-                        : w;
-        return arith::AndIOp::create(k.b, k.loc, v, g.ci32(0x7FFF));
-      };
-      auto pow2 = [&](Value exponentField) {
-        return arith::BitcastOp::create(
-            k.b, k.loc, k.f32,
-            arith::ShLIOp::create(k.b, k.loc, exponentField, g.ci32(23)));
-      };
       SmallVector<Value> up(groups);
       for (int64_t u = 0; u < groups; ++u) {
         Value m = g.ci32(0);
         for (int64_t i = 0; i < per; ++i)
-          for (int64_t e = 0; e < 8; ++e) {
-            Value w = raw[i][8 * u + e];
-            m = arith::MaxUIOp::create(
-                k.b, k.loc, m,
-                arith::MaxUIOp::create(k.b, k.loc, field(w, 0), field(w, 16)));
-          }
+          for (int64_t e = 0; e < 8; ++e)
+            m = bf16PairMaxBits(g, raw[i][8 * u + e], m);
         for (int64_t off : {1, 2})
           m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
-        Value ef = arith::ShRUIOp::create(k.b, k.loc, m, g.ci32(7));
-        // s = f16RowShift(e).
-        Value sh =
-            arith::SubIOp::create(k.b, k.loc, g.ci32(kF16QueryShiftBase), ef);
-        sh = arith::MinSIOp::create(k.b, k.loc, sh, g.ci32(kF16RowShiftMax));
-        sh = arith::MaxSIOp::create(k.b, k.loc, sh, g.ci32(-kF16RowShiftMax));
-        up[u] = pow2(arith::AddIOp::create(k.b, k.loc, g.ci32(127), sh));
-        Value down = pow2(arith::SubIOp::create(k.b, k.loc, g.ci32(127), sh));
+        Value down;
+        std::tie(up[u], down) = f16RowScales(g, m);
         for (int64_t j = 0; j < 2; ++j) {
           Value from = arith::IndexCastOp::create(
               k.b, k.loc, k.i32,
