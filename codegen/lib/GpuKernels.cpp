@@ -2096,6 +2096,13 @@ Value groupFullyVisible(KB &k, const AttentionShape &s, Value blk, Value key0,
                 k.iadd(k.imul(blk, k.c(s.page)), k.iadd(key0, k.c(15))), p);
 }
 
+static llvm::cl::opt<int> attentionScoreChains(
+    "gpu-attention-score-chains", llvm::cl::Hidden, llvm::cl::init(1),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Independent mma chains over the k-steps of each score "
+                   "tile of the tensor-core attention, summed at the end "
+                   "(tuning)"));
+
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
 
@@ -2144,12 +2151,21 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       w = vFlat[at++];
   // S fragments of the two 8-key tiles, scaled; -inf past the position.
   SmallVector<Value> sv; // [tile][4]
+  // --gpu-attention-score-chains k-steps chains per tile, summed at the
+  // end (shorter dependent mma chains; tuning).
+  const int64_t chains = std::clamp<int64_t>(attentionScoreChains, 1,
+                                             std::max<int64_t>(kSteps, 1));
   for (int64_t nt = 0; nt < 2; ++nt) {
-    SmallVector<Value> c(4, k.cf(0));
+    SmallVector<SmallVector<Value>> c(chains, SmallVector<Value>(4, k.cf(0)));
     for (int64_t ks = 0; ks < kSteps; ++ks)
-      c = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]}, c, words.kF16);
-    for (Value x : c)
+      c[ks % chains] = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]},
+                             c[ks % chains], words.kF16);
+    for (int64_t e = 0; e < 4; ++e) {
+      Value x = c[0][e];
+      for (int64_t j = 1; j < chains; ++j)
+        x = k.add(x, c[j][e]);
       sv.push_back(k.mul(x, scale));
+    }
   }
   SmallVector<Type> sTypes(sv.size(), k.f32);
   sv = g.ifElse(
@@ -6622,6 +6638,15 @@ static llvm::cl::opt<int> prologueClusterSize(
                    "over 1/N of the channels (1-8, the 2-16-token kernel "
                    "4-8; tuning)"));
 
+static llvm::cl::opt<int> prologueClusterAhead(
+    "gpu-prologue-cluster-ahead", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("Loop steps of weight rows the prologue's cluster "
+                   "kernels prefetch into L2 ahead of their loads: steps "
+                   "0..N-1 before the input is read, step i + N in step i "
+                   "(a step: a round of rows at one token, a chunk group at "
+                   "2-16; 0: none; tuning)"));
+
 static llvm::cl::opt<int> prologueClusterRows(
     "gpu-prologue-cluster-rows", llvm::cl::Hidden, llvm::cl::init(4),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -6698,16 +6723,49 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     auto [w, first] = weights.row(k.imul(gh, k.c(kTileN)));
     Value scale = g.packedTail(w, first);
     Value c0 = k.iadd(k.imul(rank, k.c(slice)), k.imul(g.lane, k.c(8)));
+    // Round r's weight lines into L2 (--gpu-prologue-cluster-ahead): lane
+    // l < rowsAtOnce * lines takes line l mod lines of the warp's row
+    // l / lines of the round (none where the slice is not whole 128-byte
+    // lines or they outnumber the lanes).
+    const int64_t rounds = kTileN / perRound, lines = slice / 128;
+    const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, rounds);
+    auto prefetchRound = [&](Value r) {
+      if (slice % 128 != 0 || rowsAtOnce * lines > kWarp)
+        return;
+      k.ifThen(
+          g.andI(k.icmp(CmpI::ult, r, k.c(rounds)),
+                 k.icmp(CmpI::ult, g.lane, k.c(rowsAtOnce * lines))),
+          [&] {
+            Value row =
+                k.iadd(k.imul(r, k.c(perRound)),
+                       k.iadd(k.imul(k.idiv(g.lane, k.c(lines)), k.c(g.warps)),
+                              g.warp));
+            Value at = k.iadd(
+                first,
+                k.iadd(k.imul(row, k.c(s.hidden)),
+                       k.iadd(k.imul(rank, k.c(slice)),
+                              k.imul(k.irem(g.lane, k.c(lines)), k.c(128)))));
+            NVVM::PrefetchOp::create(
+                k.b, k.loc,
+                NVVM::PrefetchCacheLevelAttr::get(k.b.getContext(),
+                                                  NVVM::PrefetchCacheLevel::L2),
+                NVVM::CacheEvictionPriorityAttr(),
+                k.gep(w.base, at, k.b.getI8Type()), Value());
+          });
+    };
+    for (int64_t a = 0; a < ahead; ++a)
+      prefetchRound(k.c(a));
     // The input row, written by the RMSNorm: the lane's 8 values per step.
     SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < steps; ++j)
       xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
-    auto loop =
-        scf::ForOp::create(k.b, k.loc, k.c(0), k.c(kTileN / perRound), k.c(1));
+    auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), k.c(rounds), k.c(1));
     {
       OpBuilder::InsertionGuard guard(k.b);
       k.b.setInsertionPoint(loop.getBody()->getTerminator());
       Value it = loop.getInductionVar();
+      if (ahead > 0)
+        prefetchRound(k.iadd(it, k.c(ahead)));
       SmallVector<Value> rows;
       SmallVector<SmallVector<GK::WeightRaw>> raw(rowsAtOnce);
       for (int64_t i = 0; i < rowsAtOnce; ++i) {
@@ -6960,6 +7018,43 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     Value first = head.second;
     Value scale = g.packedTail(w, first);
     Value c0 = k.imul(rank, k.c(slice));
+    // The lane's weight row in tile 0 (the other tiles' rows at constant
+    // offsets): row q of lane (q, i) of a quad.
+    auto weightRow = [&] {
+      return k.iadd(k.imul(g.warp, k.c(8 * tiles)), k.idiv(g.lane, k.c(4)));
+    };
+    // Chunk group `grp`'s weight lines into L2 (--gpu-prologue-cluster-ahead):
+    // lane (q, j) of a quad takes the chunks' line of row q of tiles j,
+    // j + 4, ...: no registers held, unlike the loads.
+    const int64_t groups = chunks / u;
+    const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, groups);
+    auto prefetchGroup = [&](Value grp) {
+      Value inQuad = k.irem(g.lane, k.c(4));
+      Value lineAt = k.gep(
+          w.base, k.iadd(first, k.iadd(k.imul(weightRow(), k.c(s.hidden)), c0)),
+          k.b.getI8Type());
+      k.ifThen(k.icmp(CmpI::ult, grp, k.c(groups)), [&] {
+        for (int64_t c = 0; c < u; ++c) {
+          Value off = k.imul(k.iadd(k.imul(grp, k.c(u)), k.c(c)),
+                             k.c(clusterMmaChunk()));
+          for (int64_t nt = 0; nt < tiles; ++nt)
+            k.ifThen(g.eq(inQuad, k.c(nt % 4)), [&] {
+              // Every 128-byte line of the chunk's row piece.
+              for (int64_t l = 0; l * 128 < clusterMmaChunk(); ++l)
+                NVVM::PrefetchOp::create(
+                    k.b, k.loc,
+                    NVVM::PrefetchCacheLevelAttr::get(
+                        k.b.getContext(), NVVM::PrefetchCacheLevel::L2),
+                    NVVM::CacheEvictionPriorityAttr(),
+                    k.gep(lineAt, k.iadd(off, k.c(8 * nt * s.hidden + 128 * l)),
+                          k.b.getI8Type()),
+                    Value());
+            });
+        }
+      });
+    };
+    for (int64_t a = 0; a < ahead; ++a)
+      prefetchGroup(k.c(a));
     // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
     // f16RowShift of the slice's largest magnitude, so that any finite
     // bf16 value converts without overflow), into xs; 2^-s_t into downs.
@@ -7019,9 +7114,9 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     }
     g.sync();
     Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
-    // The lane's weight row in tile 0 and its token row q at chunk 0 (the
-    // other tiles' rows and token row q + 8 at constant offsets).
-    Value wRow = k.iadd(k.imul(g.warp, k.c(8 * tiles)), quad);
+    // The lane's weight bytes and its token row q at chunk 0 (the other
+    // tiles' rows and token row q + 8 at constant offsets).
+    Value wRow = weightRow();
     Value wAt =
         k.gep(w.base,
               k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
@@ -7033,8 +7128,10 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
         k.i32);
     SmallVector<Value> init(4 * tiles, k.cf(0));
     SmallVector<Value> acc = k.reduceN(
-        k.c(0), k.c(chunks / u), init,
+        k.c(0), k.c(groups), init,
         [&](Value it, ValueRange a) -> SmallVector<Value> {
+          if (ahead > 0)
+            prefetchGroup(k.iadd(it, k.c(ahead)));
           // The group's weight loads first, all in flight together.
           SmallVector<SmallVector<Value>> raw(u);
           for (int64_t c = 0; c < u; ++c) {
