@@ -2103,6 +2103,13 @@ static llvm::cl::opt<int> attentionScoreChains(
                    "tile of the tensor-core attention, summed at the end "
                    "(tuning)"));
 
+static llvm::cl::opt<int> attentionCtasPerSM(
+    "gpu-attention-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::desc("CTAs per multiprocessor the tensor-core attention's "
+                   "launch declares (registers capped to keep them "
+                   "resident; 0: undeclared; tuning)"));
+
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
 
@@ -2681,6 +2688,8 @@ void attentionKernel(GK &g, Operation *op) {
   const int64_t kk = s.kk;
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
   const int64_t groupsPerBlock = s.page / 16;
+  if (attentionCtasPerSM > 0)
+    g.declareLaunch(g.threads, 0, attentionCtasPerSM);
   Value T = k.scalar(0);
   Value chunks = attentionStepChunks(g, s, T);
   Value ws = attentionWorkspace(g, base, chunks);
