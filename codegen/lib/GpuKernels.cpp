@@ -6737,6 +6737,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     // l / lines of the round (none where the slice is not whole 128-byte
     // lines or they outnumber the lanes).
     const int64_t rounds = kTileN / perRound, lines = slice / 128;
+    Value weightBase = w.base, weightFirst = first;
     const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, rounds);
     auto prefetchRound = [&](Value r) {
       if (slice % 128 != 0 || rowsAtOnce * lines > kWarp)
@@ -6750,7 +6751,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
                        k.iadd(k.imul(k.idiv(g.lane, k.c(lines)), k.c(g.warps)),
                               g.warp));
             Value at = k.iadd(
-                first,
+                weightFirst,
                 k.iadd(k.imul(row, k.c(s.hidden)),
                        k.iadd(k.imul(rank, k.c(slice)),
                               k.imul(k.irem(g.lane, k.c(lines)), k.c(128)))));
@@ -6759,7 +6760,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
                 NVVM::PrefetchCacheLevelAttr::get(k.b.getContext(),
                                                   NVVM::PrefetchCacheLevel::L2),
                 NVVM::CacheEvictionPriorityAttr(),
-                k.gep(w.base, at, k.b.getI8Type()), Value());
+                k.gep(weightBase, at, k.b.getI8Type()), Value());
           });
     };
     for (int64_t a = 0; a < ahead; ++a)
