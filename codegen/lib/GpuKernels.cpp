@@ -6647,6 +6647,16 @@ static llvm::cl::opt<int> prologueClusterSize(
                    "over 1/N of the channels (1-8, the 2-16-token kernel "
                    "4-8; tuning)"));
 
+/// `prefetch.L2 [p]`: the 128-byte line holding generic address `p` into
+/// L2, without a register waiting for it.
+void prefetchL2(KB &k, Value p) {
+  NVVM::PrefetchOp::create(
+      k.b, k.loc,
+      NVVM::PrefetchCacheLevelAttr::get(k.b.getContext(),
+                                        NVVM::PrefetchCacheLevel::L2),
+      NVVM::CacheEvictionPriorityAttr(), p, Value());
+}
+
 static llvm::cl::opt<int> prologueClusterAhead(
     "gpu-prologue-cluster-ahead", llvm::cl::Hidden, llvm::cl::init(0),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
@@ -6755,12 +6765,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
                 k.iadd(k.imul(row, k.c(s.hidden)),
                        k.iadd(k.imul(rank, k.c(slice)),
                               k.imul(k.irem(g.lane, k.c(lines)), k.c(128)))));
-            NVVM::PrefetchOp::create(
-                k.b, k.loc,
-                NVVM::PrefetchCacheLevelAttr::get(k.b.getContext(),
-                                                  NVVM::PrefetchCacheLevel::L2),
-                NVVM::CacheEvictionPriorityAttr(),
-                k.gep(weightBase, at, k.b.getI8Type()), Value());
+            prefetchL2(k, k.gep(weightBase, at, k.b.getI8Type()));
           });
     };
     for (int64_t a = 0; a < ahead; ++a)
@@ -7004,14 +7009,9 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       for (int64_t nt = 0; nt < tiles; ++nt) {
         Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
                            k.iadd(k.c(8 * nt), k.idiv(g.lane, k.c(4))));
-        NVVM::PrefetchOp::create(
-            k.b, k.loc,
-            NVVM::PrefetchCacheLevelAttr::get(k.b.getContext(),
-                                              NVVM::PrefetchCacheLevel::L2),
-            NVVM::CacheEvictionPriorityAttr(),
-            k.gep(head.first.base, k.iadd(at, k.imul(row, k.c(s.hidden))),
-                  k.b.getI8Type()),
-            Value());
+        prefetchL2(k, k.gep(head.first.base,
+                            k.iadd(at, k.imul(row, k.c(s.hidden))),
+                            k.b.getI8Type()));
       }
     });
   }
@@ -7051,14 +7051,10 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             k.ifThen(g.eq(inQuad, k.c(nt % 4)), [&] {
               // Every 128-byte line of the chunk's row piece.
               for (int64_t l = 0; l * 128 < clusterMmaChunk(); ++l)
-                NVVM::PrefetchOp::create(
-                    k.b, k.loc,
-                    NVVM::PrefetchCacheLevelAttr::get(
-                        k.b.getContext(), NVVM::PrefetchCacheLevel::L2),
-                    NVVM::CacheEvictionPriorityAttr(),
-                    k.gep(lineAt, k.iadd(off, k.c(8 * nt * s.hidden + 128 * l)),
-                          k.b.getI8Type()),
-                    Value());
+                prefetchL2(k,
+                           k.gep(lineAt,
+                                 k.iadd(off, k.c(8 * nt * s.hidden + 128 * l)),
+                                 k.b.getI8Type()));
             });
         }
       });
