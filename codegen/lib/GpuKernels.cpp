@@ -6993,28 +6993,46 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
   auto v4i32 = VectorType::get({4}, k.i32);
-  // The first chunks of the weight rows to L2 while the RMSNorm runs (the
-  // weights are not written by it): lane (q, i) of a quad takes chunk i,
-  // i + 4, ... of row q of each of its warp's tiles, a 128-byte line each
-  // at 32 bytes per lane.
-  const int64_t prefetch = std::min<int64_t>(prologueClusterPrefetch, chunks);
-  for (int64_t c = 0; c < prefetch; c += 4) {
-    Value chunk = k.iadd(k.irem(g.lane, k.c(4)), k.c(c));
-    k.ifThen(k.icmp(CmpI::ult, chunk, k.c(prefetch)), [&] {
-      Value gh = k.idiv(g.ctaId, k.c(n));
-      std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
-      Value at = k.iadd(head.second,
-                        k.iadd(k.imul(k.irem(g.ctaId, k.c(n)), k.c(slice)),
-                               k.imul(chunk, k.c(clusterMmaChunk()))));
-      for (int64_t nt = 0; nt < tiles; ++nt) {
-        Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
-                           k.iadd(k.c(8 * nt), k.idiv(g.lane, k.c(4))));
-        prefetchL2(k, k.gep(head.first.base,
-                            k.iadd(at, k.imul(row, k.c(s.hidden))),
-                            k.b.getI8Type()));
+  // The lane's weight row in tile 0 (the other tiles' rows at constant
+  // offsets): row q of lane (q, i) of a quad.
+  auto weightRow = [&] {
+    return k.iadd(k.imul(g.warp, k.c(8 * tiles)), k.idiv(g.lane, k.c(4)));
+  };
+  // Chunk group `grp`'s weight lines into L2: lane (q, j) of a quad takes
+  // the group's lines of row q of tiles j, j + 4, ...; no registers held,
+  // unlike the loads. The weights are not written by the RMSNorm, so this
+  // may run before griddepcontrol.wait.
+  const int64_t groups = chunks / u;
+  auto prefetchGroup = [&](Value grp) {
+    Value gh = k.idiv(g.ctaId, k.c(n));
+    std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
+    Value inQuad = k.irem(g.lane, k.c(4));
+    Value lineAt =
+        k.gep(head.first.base,
+              k.iadd(head.second,
+                     k.iadd(k.imul(weightRow(), k.c(s.hidden)),
+                            k.imul(k.irem(g.ctaId, k.c(n)), k.c(slice)))),
+              k.b.getI8Type());
+    k.ifThen(k.icmp(CmpI::ult, grp, k.c(groups)), [&] {
+      for (int64_t c = 0; c < u; ++c) {
+        Value off =
+            k.imul(k.iadd(k.imul(grp, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
+        for (int64_t nt = 0; nt < tiles; ++nt)
+          k.ifThen(g.eq(inQuad, k.c(nt % 4)), [&] {
+            // Every 128-byte line of the chunk's row piece.
+            for (int64_t l = 0; l * 128 < clusterMmaChunk(); ++l)
+              prefetchL2(k, k.gep(lineAt,
+                                  k.iadd(off, k.c(8 * nt * s.hidden + 128 * l)),
+                                  k.b.getI8Type()));
+          });
       }
     });
-  }
+  };
+  // --gpu-prologue-cluster-prefetch: the first chunks (whole groups) while
+  // the RMSNorm runs.
+  const int64_t prefetch = std::min<int64_t>(prologueClusterPrefetch, chunks);
+  for (int64_t a = 0; a * u < prefetch; ++a)
+    prefetchGroup(k.c(a));
   // As prologueClusterKernel: the RMSNorm first, in every step.
   g.gridDependencyWait();
   Value launched =
@@ -7028,37 +7046,9 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     Value first = head.second;
     Value scale = g.packedTail(w, first);
     Value c0 = k.imul(rank, k.c(slice));
-    // The lane's weight row in tile 0 (the other tiles' rows at constant
-    // offsets): row q of lane (q, i) of a quad.
-    auto weightRow = [&] {
-      return k.iadd(k.imul(g.warp, k.c(8 * tiles)), k.idiv(g.lane, k.c(4)));
-    };
-    // Chunk group `grp`'s weight lines into L2 (--gpu-prologue-cluster-ahead):
-    // lane (q, j) of a quad takes the chunks' line of row q of tiles j,
-    // j + 4, ...: no registers held, unlike the loads.
-    const int64_t groups = chunks / u;
+    // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
+    // fill, group i + N in the loop's step i.
     const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, groups);
-    auto prefetchGroup = [&](Value grp) {
-      Value inQuad = k.irem(g.lane, k.c(4));
-      Value lineAt = k.gep(
-          w.base, k.iadd(first, k.iadd(k.imul(weightRow(), k.c(s.hidden)), c0)),
-          k.b.getI8Type());
-      k.ifThen(k.icmp(CmpI::ult, grp, k.c(groups)), [&] {
-        for (int64_t c = 0; c < u; ++c) {
-          Value off = k.imul(k.iadd(k.imul(grp, k.c(u)), k.c(c)),
-                             k.c(clusterMmaChunk()));
-          for (int64_t nt = 0; nt < tiles; ++nt)
-            k.ifThen(g.eq(inQuad, k.c(nt % 4)), [&] {
-              // Every 128-byte line of the chunk's row piece.
-              for (int64_t l = 0; l * 128 < clusterMmaChunk(); ++l)
-                prefetchL2(k,
-                           k.gep(lineAt,
-                                 k.iadd(off, k.c(8 * nt * s.hidden + 128 * l)),
-                                 k.b.getI8Type()));
-            });
-        }
-      });
-    };
     for (int64_t a = 0; a < ahead; ++a)
       prefetchGroup(k.c(a));
     // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
