@@ -34,6 +34,15 @@ namespace {
 using CmpI = arith::CmpIPredicate;
 using CmpF = arith::CmpFPredicate;
 
+/// A hidden tuning option of the GPU code generator (`--NAME=VALUE`),
+/// accepted by every subcommand of the tools that link it.
+template <typename T> struct TuningOpt : llvm::cl::opt<T> {
+  TuningOpt(llvm::StringRef name, const T &init, llvm::StringRef desc)
+      : llvm::cl::opt<T>(name, llvm::cl::Hidden, llvm::cl::init(init),
+                         llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+                         llvm::cl::desc(desc)) {}
+};
+
 constexpr int64_t kWarp = 32;
 /// Split-KV chunks: steps of many tokens split a sparse row's K blocks into
 /// min(K, kSparseChunks) chunks and a dense row's blocks into kDenseChunks;
@@ -788,12 +797,11 @@ bool isDecodedCache(msa::PagedCacheType type) {
   return isa<Float8E4M3FNType>(type.getElementType()) || isNVFP4Cache(type);
 }
 
-static llvm::cl::opt<bool> cacheF16Operands(
-    "gpu-cache-f16-operands", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The tensor-core attention kernels take FP8 and NVFP4 "
-                   "cache values (and the queries) as f16 operands, else as "
-                   "bf16 ones (tuning; the indexer multiplies E4M3)"));
+static TuningOpt<bool>
+    cacheF16Operands("gpu-cache-f16-operands", true,
+                     "The tensor-core attention kernels take FP8 and NVFP4 "
+                     "cache values (and the queries) as f16 operands, else as "
+                     "bf16 ones (tuning; the indexer multiplies E4M3)");
 
 /// True when the tensor-core attention decodes `type`'s rows to f16
 /// operands (and converts the queries to f16, queryWordsToF16): FP8 and
@@ -1315,19 +1323,17 @@ bool indexScoreMmaFits(msa::IndexScoreOp op, int64_t threads) {
          type.getPageSize() % ((threads / kWarp) * 8) == 0;
 }
 
-static llvm::cl::opt<int> indexCtasPerSM(
-    "gpu-index-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("CTAs per multiprocessor that the tensor-core indexer "
+static TuningOpt<int>
+    indexCtasPerSM("gpu-index-ctas-per-sm", 0,
+                   "CTAs per multiprocessor that the tensor-core indexer "
                    "launches and keeps resident, registers capped to fit "
-                   "(0: indexCtasPerSM's choice; tuning)"));
+                   "(0: indexCtasPerSM's choice; tuning)");
 
-static llvm::cl::opt<llvm::cl::boolOrDefault> indexKeysAsA(
-    "gpu-index-keys-as-a", llvm::cl::Hidden,
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The tensor-core indexer takes 16 keys as the A operand "
-                   "of each mma and the index heads as B (default: with "
-                   "FP8 and NVFP4 keys; tuning)"));
+static TuningOpt<llvm::cl::boolOrDefault>
+    indexKeysAsA("gpu-index-keys-as-a", llvm::cl::BOU_UNSET,
+                 "The tensor-core indexer takes 16 keys as the A operand "
+                 "of each mma and the index heads as B (default: with "
+                 "FP8 and NVFP4 keys; tuning)");
 
 /// True when the tensor-core indexer multiplies 16 keys as the A operand
 /// of each mma against the index heads as B, instead of the heads as A
@@ -1349,11 +1355,10 @@ bool indexKeysAsAFor(msa::PagedCacheType type) {
   return isDecodedCache(type);
 }
 
-static llvm::cl::opt<int> indexThreads(
-    "gpu-index-threads", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Threads per CTA of the tensor-core indexer (a multiple "
-                   "of 32; 0: indexThreadsFor's choice; tuning)"));
+static TuningOpt<int>
+    indexThreads("gpu-index-threads", 0,
+                 "Threads per CTA of the tensor-core indexer (a multiple "
+                 "of 32; 0: indexThreadsFor's choice; tuning)");
 
 /// The CTA size of the tensor-core indexer for `op` on a target whose
 /// kernels take `threads` threads, or 0 when indexScoreMmaKernel does not
@@ -2096,19 +2101,17 @@ Value groupFullyVisible(KB &k, const AttentionShape &s, Value blk, Value key0,
                 k.iadd(k.imul(blk, k.c(s.page)), k.iadd(key0, k.c(15))), p);
 }
 
-static llvm::cl::opt<int> attentionScoreChains(
-    "gpu-attention-score-chains", llvm::cl::Hidden, llvm::cl::init(1),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Independent mma chains over the k-steps of each score "
-                   "tile of the tensor-core attention, summed at the end "
-                   "(tuning)"));
+static TuningOpt<int> attentionScoreChains(
+    "gpu-attention-score-chains", 1,
+    "Independent mma chains over the k-steps of each score "
+    "tile of the tensor-core attention, summed at the end "
+    "(tuning)");
 
-static llvm::cl::opt<int> attentionCtasPerSM(
-    "gpu-attention-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("CTAs per multiprocessor the tensor-core attention's "
-                   "launch declares (registers capped to keep them "
-                   "resident; 0: undeclared; tuning)"));
+static TuningOpt<int>
+    attentionCtasPerSM("gpu-attention-ctas-per-sm", 0,
+                       "CTAs per multiprocessor the tensor-core attention's "
+                       "launch declares (registers capped to keep them "
+                       "resident; 0: undeclared; tuning)");
 
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
@@ -3184,38 +3187,33 @@ SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
 std::unique_ptr<GK> groupView(GK &g, int64_t threads,
                               StringRef suffix = "_grp");
 
-static llvm::cl::opt<bool> rowsDotStream(
-    "gpu-rows-dot-stream", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot's mma.sync tiles (bf16 weights): each warp "
-                   "streams its 8 weight rows into shared memory by "
-                   "row-contiguous cp.async (tuning)"));
+static TuningOpt<bool>
+    rowsDotStream("gpu-rows-dot-stream", true,
+                  "rowsDot's mma.sync tiles (bf16 weights): each warp "
+                  "streams its 8 weight rows into shared memory by "
+                  "row-contiguous cp.async (tuning)");
 
-static llvm::cl::opt<bool> rowsDotF16(
-    "gpu-rows-dot-f16", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot at 2-16 rows with per-tensor FP8 weights: f16 "
-                   "tensor-core operands, the rows converted to f16 once per "
-                   "CTA, and the kernel's launch for it (tuning; false: the "
-                   "bf16 decode of the mma tiles)"));
+static TuningOpt<bool>
+    rowsDotF16("gpu-rows-dot-f16", true,
+               "rowsDot at 2-16 rows with per-tensor FP8 weights: f16 "
+               "tensor-core operands, the rows converted to f16 once per "
+               "CTA, and the kernel's launch for it (tuning; false: the "
+               "bf16 decode of the mma tiles)");
 
-static llvm::cl::opt<int> f16RowsUnroll(
-    "gpu-f16-rows-unroll", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("ctaRowsDots8F16: most steps whose weight loads a warp "
-                   "issues together (0: 64 bytes per lane; tuning)"));
+static TuningOpt<int>
+    f16RowsUnroll("gpu-f16-rows-unroll", 0,
+                  "ctaRowsDots8F16: most steps whose weight loads a warp "
+                  "issues together (0: 64 bytes per lane; tuning)");
 
-static llvm::cl::opt<int> f16RowsLaneBytes(
-    "gpu-f16-rows-lane-bytes", llvm::cl::Hidden, llvm::cl::init(16),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("ctaRowsDots8F16: consecutive weight bytes a lane loads "
-                   "per step, 8 or 16 (tuning)"));
+static TuningOpt<int>
+    f16RowsLaneBytes("gpu-f16-rows-lane-bytes", 16,
+                     "ctaRowsDots8F16: consecutive weight bytes a lane loads "
+                     "per step, 8 or 16 (tuning)");
 
-static llvm::cl::opt<bool> f16RowsOne(
-    "gpu-f16-rows-one", llvm::cl::Hidden, llvm::cl::init(false),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot at one row with per-tensor FP8 weights: the f16 "
-                   "rows of 2-16 rows instead of the FP32 products (tuning)"));
+static TuningOpt<bool>
+    f16RowsOne("gpu-f16-rows-one", false,
+               "rowsDot at one row with per-tensor FP8 weights: the f16 "
+               "rows of 2-16 rows instead of the FP32 products (tuning)");
 
 /// Threads of the groups that take rowsDot's f16 row items (groupView).
 constexpr int64_t kF16RowsGroupThreads = 256;
@@ -3229,12 +3227,11 @@ bool rowsToF16Fits(GK &g, int64_t n) {
   return n % 8 == 0 && (n / 8 + g.threads - 1) / g.threads <= kF16RowPieces;
 }
 
-static llvm::cl::opt<int> f16RowBatch(
-    "gpu-f16-row-batch", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsToF16: rows converted per batch (0: as many as "
-                   "keep kF16RowBatchWords loaded words per thread; "
-                   "tuning)"));
+static TuningOpt<int>
+    f16RowBatch("gpu-f16-row-batch", 0,
+                "rowsToF16: rows converted per batch (0: as many as "
+                "keep kF16RowBatchWords loaded words per thread; "
+                "tuning)");
 
 /// Loaded words per thread that a batch of rowsToF16 keeps in registers.
 constexpr int64_t kF16RowBatchWords = 32;
@@ -3391,11 +3388,10 @@ Value f16RowsBuffer(GK &g, int64_t n, int64_t rows) {
 /// paths: the scratch's, or kF16StaticRowBytes of static shared memory,
 /// at most 16 (one mma tile).
 constexpr int64_t kF16StaticRowBytes = 32 * 1024;
-static llvm::cl::opt<int> f16RowsMax(
-    "gpu-f16-rows-max", llvm::cl::Hidden, llvm::cl::init(16),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Most rows of x that rowsDot's f16 rows take (tuning, "
-                   "testing; at most 16)"));
+static TuningOpt<int>
+    f16RowsMax("gpu-f16-rows-max", 16,
+               "Most rows of x that rowsDot's f16 rows take (tuning, "
+               "testing; at most 16)");
 int64_t f16RowsFit(GK &g, int64_t n) {
   const int64_t bytes =
       std::max(g.scratch ? g.scratchBytes : 0, kF16StaticRowBytes);
@@ -3403,13 +3399,12 @@ int64_t f16RowsFit(GK &g, int64_t n) {
                            bytes / (2 * n));
 }
 
-static llvm::cl::opt<int> rowLoadBytes(
-    "gpu-row-load-bytes", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot at one row: weight bytes per lane whose loads a "
-                   "warp issues together (0: kRowLoadBytesBF16 for bf16, "
-                   "kRowLoadBytesFP8 for per-tensor FP8 weights, the unroll "
-                   "of unrollOf / weightUnroll otherwise; tuning)"));
+static TuningOpt<int>
+    rowLoadBytes("gpu-row-load-bytes", 0,
+                 "rowsDot at one row: weight bytes per lane whose loads a "
+                 "warp issues together (0: kRowLoadBytesBF16 for bf16, "
+                 "kRowLoadBytesFP8 for per-tensor FP8 weights, the unroll "
+                 "of unrollOf / weightUnroll otherwise; tuning)");
 
 /// Weight bytes per lane that rowsDot's one-row warps load together (the
 /// largest divisor of the row's 16-byte steps that fits): on the H200
@@ -3420,31 +3415,27 @@ static llvm::cl::opt<int> rowLoadBytes(
 /// weightUnroll's). The sums run in the same order either way.
 constexpr int64_t kRowLoadBytesBF16 = 128, kRowLoadBytesFP8 = 192;
 
-static llvm::cl::opt<bool> fp8RowTail(
-    "gpu-fp8-row-tail", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot at one row with per-tensor FP8 weights: the "
-                   "scale on the sum instead of on every weight (tuning)"));
+static TuningOpt<bool>
+    fp8RowTail("gpu-fp8-row-tail", true,
+               "rowsDot at one row with per-tensor FP8 weights: the "
+               "scale on the sum instead of on every weight (tuning)");
 
-static llvm::cl::opt<bool> f16Ring(
-    "gpu-f16-ring", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("rowsDot at 2-8 rows with per-tensor FP8 weights: the "
-                   "weights stream through a cp.async ring in shared memory "
-                   "(ringRowsF16; tuning; false: ctaRowsDots8F16)"));
+static TuningOpt<bool>
+    f16Ring("gpu-f16-ring", true,
+            "rowsDot at 2-8 rows with per-tensor FP8 weights: the "
+            "weights stream through a cp.async ring in shared memory "
+            "(ringRowsF16; tuning; false: ctaRowsDots8F16)");
 
-static llvm::cl::opt<int> f16RingStages(
-    "gpu-f16-ring-stages", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("ringRowsF16's stages (0: as many as the scratch holds, "
-                   "at most kRingMaxStages; tuning)"));
+static TuningOpt<int>
+    f16RingStages("gpu-f16-ring-stages", 0,
+                  "ringRowsF16's stages (0: as many as the scratch holds, "
+                  "at most kRingMaxStages; tuning)");
 
-static llvm::cl::opt<bool> f16RingXRegisters(
-    "gpu-f16-ring-x-registers", llvm::cl::Hidden, llvm::cl::init(false),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("ringRowsF16 holds x in registers at every row count, "
-                   "not only where the rows leave no room for a ring "
-                   "(testing)"));
+static TuningOpt<bool>
+    f16RingXRegisters("gpu-f16-ring-x-registers", false,
+                      "ringRowsF16 holds x in registers at every row count, "
+                      "not only where the rows leave no room for a ring "
+                      "(testing)");
 
 /// The shape of ringRowsF16 for at most maxRows rows of x: the rows (f16)
 /// take the first 2 n maxRows bytes of the kernel's scratch, the ring
@@ -3470,54 +3461,49 @@ constexpr int64_t kRingMaxStages = 8, kRingMinStages = 3;
 /// rows hold 16 words of x per step), with 4 (one item ahead) none.
 constexpr int64_t kRing16MaxStages = 4;
 
-static llvm::cl::opt<bool> f16RingXDirect(
-    "gpu-f16-ring-x-direct", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("ringRowsF16 with x in registers: each lane loads and "
+static TuningOpt<bool>
+    f16RingXDirect("gpu-f16-ring-x-direct", true,
+                   "ringRowsF16 with x in registers: each lane loads and "
                    "converts its operands of x from global memory, with a "
                    "power of two per row and warp (false: rowsToF16 per "
-                   "row into shared memory first; tuning)"));
+                   "row into shared memory first; tuning)");
 
-static llvm::cl::opt<bool> prologueProgrammatic(
-    "gpu-programmatic-prologue", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Launch the fused attention prologue's parts as "
-                   "programmatic dependents (griddepcontrol): part 0 of the "
-                   "RMSNorm before it, part 1 of part 0 (false: each after "
-                   "the kernel before it finishes, as other launches)"));
+static TuningOpt<bool> prologueProgrammatic(
+    "gpu-programmatic-prologue", true,
+    "Launch the fused attention prologue's parts as "
+    "programmatic dependents (griddepcontrol): part 0 of the "
+    "RMSNorm before it, part 1 of part 0 (false: each after "
+    "the kernel before it finishes, as other launches)");
 
 /// Every kernel a programmatic dependent of the one before it, waiting
 /// first thing. Off: on the H200 (docs/perf.md, twenty-fifth session) M3's
 /// two-layer decode step in a CUDA graph ran 1 % faster at one token, but
 /// 0.7 % slower at 8 tokens, 1.6 % at 16 and 2.8 % at 64, than with only
 /// the prologue's launches programmatic.
-static llvm::cl::opt<bool> programmaticLaunches(
-    "gpu-programmatic-launches", llvm::cl::Hidden, llvm::cl::init(false),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Launch every GPU kernel as a programmatic dependent of "
-                   "the one before it (sm_90+): each runs "
-                   "griddepcontrol.launch_dependents and then "
-                   "griddepcontrol.wait first (tuning; false: only the "
-                   "prologue's, --gpu-programmatic-prologue)"));
+static TuningOpt<bool> programmaticLaunches(
+    "gpu-programmatic-launches", false,
+    "Launch every GPU kernel as a programmatic dependent of "
+    "the one before it (sm_90+): each runs "
+    "griddepcontrol.launch_dependents and then "
+    "griddepcontrol.wait first (tuning; false: only the "
+    "prologue's, --gpu-programmatic-prologue)");
 
-static llvm::cl::opt<bool> f16RingSplit(
-    "gpu-f16-ring-split", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The fused prologue's two-pass 16-row projection "
-                   "(ringRowsF16 halves) runs its two channel halves on "
-                   "the two halves of the CTAs, one pass each, the sums "
-                   "added by part 1 (tuning; false: two passes per CTA)"));
+static TuningOpt<bool>
+    f16RingSplit("gpu-f16-ring-split", true,
+                 "The fused prologue's two-pass 16-row projection "
+                 "(ringRowsF16 halves) runs its two channel halves on "
+                 "the two halves of the CTAs, one pass each, the sums "
+                 "added by part 1 (tuning; false: two passes per CTA)");
 
 /// Most steps per warp and item for which ringRowsF16 holds x in
 /// registers (8 words each per 8 rows).
 constexpr int64_t kRingMaxRegisterSteps = 8;
 
-static llvm::cl::opt<bool> f16RingHalves(
-    "gpu-f16-ring-halves", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("ringRowsF16 takes 9-16 rows of x in two passes over "
-                   "the channels' halves where the rows do not fit the "
-                   "scratch whole (tuning; false: the bf16-decode tiles)"));
+static TuningOpt<bool>
+    f16RingHalves("gpu-f16-ring-halves", true,
+                  "ringRowsF16 takes 9-16 rows of x in two passes over "
+                  "the channels' halves where the rows do not fit the "
+                  "scratch whole (tuning; false: the bf16-decode tiles)");
 
 /// ringRowsF16's shape for at most `rows` (8 or fewer, or 16) rows of n
 /// channels on g's scratch: stages 0 when it does not fit.
@@ -4528,12 +4514,11 @@ constexpr int64_t kTileMinItems = 8;
 /// the H200 (docs/perf.md), M3's q projection (8192 x 6144): 42 against
 /// 90 us at 16 tokens, 49 against 96 at 32, 114 against 111 at 64; the
 /// fused prologue 50 / 110, 79 / 113, 150 / 135.
-static llvm::cl::opt<int> linearTileMinTokensOption(
-    "gpu-linear-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(64),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Fewest tokens of a step for which msa.linear, msa.logits "
-                   "and the attention prologue take the wgmma tile GEMM on "
-                   "sm_90a (tuning)"));
+static TuningOpt<int> linearTileMinTokensOption(
+    "gpu-linear-tile-min-tokens", 64,
+    "Fewest tokens of a step for which msa.linear, msa.logits "
+    "and the attention prologue take the wgmma tile GEMM on "
+    "sm_90a (tuning)");
 
 /// Fewest tokens of a step for which msa.linear with `n` output features
 /// takes the tile path.
@@ -4560,19 +4545,17 @@ bool linearTileFits(Operation *op, int64_t threads) {
          kk % kChunkK == 0 && n % kTileN == 0;
 }
 
-static llvm::cl::opt<bool> packedTile(
-    "gpu-packed-tile", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("msa.linear, the attention prologue and the MoE experts "
-                   "with per-tensor FP8 weights read in place take the "
-                   "wgmma tile GEMM on sm_90a from their thresholds "
-                   "(false: the warp paths at every step; tuning)"));
+static TuningOpt<bool>
+    packedTile("gpu-packed-tile", true,
+               "msa.linear, the attention prologue and the MoE experts "
+               "with per-tensor FP8 weights read in place take the "
+               "wgmma tile GEMM on sm_90a from their thresholds "
+               "(false: the warp paths at every step; tuning)");
 
-static llvm::cl::opt<int> packedTileLead(
-    "gpu-packed-tile-lead", llvm::cl::Hidden, llvm::cl::init(1),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Chunk steps by which the tile GEMM's packed weight "
-                   "loads run ahead of their decode (tuning)"));
+static TuningOpt<int>
+    packedTileLead("gpu-packed-tile-lead", 1,
+                   "Chunk steps by which the tile GEMM's packed weight "
+                   "loads run ahead of their decode (tuning)");
 
 /// Fewest tokens of a step for which a per-tensor FP8 msa.linear
 /// (linearTilePacked) takes the tile GEMM, and the same for the attention
@@ -4583,18 +4566,16 @@ static llvm::cl::opt<int> packedTileLead(
 /// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
 /// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
 /// against 8,959 us (linears) and 629 against 1,884 (prologues).
-static llvm::cl::opt<int> packedTileMinTokensOption(
-    "gpu-packed-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(40),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Fewest tokens of a step for which msa.linear with "
-                   "per-tensor FP8 weights read in place takes the wgmma "
-                   "tile GEMM on sm_90a (tuning)"));
-static llvm::cl::opt<int> packedPrologueTileMinTokensOption(
-    "gpu-packed-prologue-tile-min-tokens", llvm::cl::Hidden, llvm::cl::init(64),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Fewest tokens of a step for which the attention "
-                   "prologue with per-tensor FP8 weights read in place "
-                   "takes the wgmma tile GEMM on sm_90a (tuning)"));
+static TuningOpt<int> packedTileMinTokensOption(
+    "gpu-packed-tile-min-tokens", 40,
+    "Fewest tokens of a step for which msa.linear with "
+    "per-tensor FP8 weights read in place takes the wgmma "
+    "tile GEMM on sm_90a (tuning)");
+static TuningOpt<int> packedPrologueTileMinTokensOption(
+    "gpu-packed-prologue-tile-min-tokens", 64,
+    "Fewest tokens of a step for which the attention "
+    "prologue with per-tensor FP8 weights read in place "
+    "takes the wgmma tile GEMM on sm_90a (tuning)");
 
 /// True when the tile GEMM may take the weights in launch slots `slots`
 /// (--gpu-packed-tile): each a per-tensor (or per-matrix) FP8 E4M3 weight
@@ -4690,19 +4671,17 @@ struct TileRows {
   std::function<WeightRef(Value r)> bPackedRow;
 };
 
-static llvm::cl::opt<bool> wgmmaSwizzle(
-    "gpu-wgmma-swizzle", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The tile GEMM stages its operands in the 64-byte "
-                   "swizzled layout (else the no-swizzle core-matrix "
-                   "layout) (tuning)"));
+static TuningOpt<bool>
+    wgmmaSwizzle("gpu-wgmma-swizzle", true,
+                 "The tile GEMM stages its operands in the 64-byte "
+                 "swizzled layout (else the no-swizzle core-matrix "
+                 "layout) (tuning)");
 
-static llvm::cl::opt<bool> wgmmaPipeline(
-    "gpu-wgmma-pipeline", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The wide tile GEMM keeps one chunk's wgmma in flight "
-                   "while it issues the next chunk's barrier and copies "
-                   "(tuning)"));
+static TuningOpt<bool>
+    wgmmaPipeline("gpu-wgmma-pipeline", true,
+                  "The wide tile GEMM keeps one chunk's wgmma in flight "
+                  "while it issues the next chunk's barrier and copies "
+                  "(tuning)");
 
 /// The warpgroup-MMA tile GEMM (sm_90a) shared by msa.linear, msa.logits
 /// and the MoE experts: one CTA of wgmma::kThreads threads computes a
@@ -6630,22 +6609,20 @@ void prologueWarpKernel(GK &g, const PrologueShape &s, int64_t part, Value T) {
     g.gridDependencyWait();
 }
 
-static llvm::cl::opt<bool> prologueClusters(
-    "gpu-prologue-clusters", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The fused attention prologue with per-tensor FP8 weights "
-                   "at 1-16 tokens (sm_90a): one kernel, a thread-block "
-                   "cluster per head that projects, sums in distributed "
-                   "shared memory and runs the epilogue "
-                   "(prologueClusterKernel, prologueClusterMmaKernel; "
-                   "false: parts 0 and 1 at every step)"));
+static TuningOpt<bool>
+    prologueClusters("gpu-prologue-clusters", true,
+                     "The fused attention prologue with per-tensor FP8 weights "
+                     "at 1-16 tokens (sm_90a): one kernel, a thread-block "
+                     "cluster per head that projects, sums in distributed "
+                     "shared memory and runs the epilogue "
+                     "(prologueClusterKernel, prologueClusterMmaKernel; "
+                     "false: parts 0 and 1 at every step)");
 
-static llvm::cl::opt<int> prologueClusterSize(
-    "gpu-prologue-cluster-size", llvm::cl::Hidden, llvm::cl::init(8),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("CTAs per head of the prologue's cluster kernels, each "
-                   "over 1/N of the channels (1-8, the 2-16-token kernel "
-                   "4-8; tuning)"));
+static TuningOpt<int>
+    prologueClusterSize("gpu-prologue-cluster-size", 8,
+                        "CTAs per head of the prologue's cluster kernels, each "
+                        "over 1/N of the channels (1-8, the 2-16-token kernel "
+                        "4-8; tuning)");
 
 /// `prefetch.L2 [p]`: the 128-byte line holding generic address `p` into
 /// L2, without a register waiting for it.
@@ -6657,22 +6634,20 @@ void prefetchL2(KB &k, Value p) {
       NVVM::CacheEvictionPriorityAttr(), p, Value());
 }
 
-static llvm::cl::opt<int> prologueClusterAhead(
-    "gpu-prologue-cluster-ahead", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Loop steps of weight rows the prologue's cluster "
-                   "kernels prefetch into L2 ahead of their loads: steps "
-                   "0..N-1 before the input is read, step i + N in step i "
-                   "(a step: a round of rows at one token, a chunk group at "
-                   "2-16; 0: none; tuning)"));
+static TuningOpt<int> prologueClusterAhead(
+    "gpu-prologue-cluster-ahead", 0,
+    "Loop steps of weight rows the prologue's cluster "
+    "kernels prefetch into L2 ahead of their loads: steps "
+    "0..N-1 before the input is read, step i + N in step i "
+    "(a step: a round of rows at one token, a chunk group at "
+    "2-16; 0: none; tuning)");
 
-static llvm::cl::opt<int> prologueClusterRows(
-    "gpu-prologue-cluster-rows", llvm::cl::Hidden, llvm::cl::init(4),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Weight rows whose loads a warp of the one-token prologue "
-                   "cluster kernel issues together (tuning; on the H200 8 "
-                   "took M3's MSA prologue in 18.5 us against 19.5 with 4, "
-                   "not yet checked against the reference; docs/perf.md)"));
+static TuningOpt<int> prologueClusterRows(
+    "gpu-prologue-cluster-rows", 4,
+    "Weight rows whose loads a warp of the one-token prologue "
+    "cluster kernel issues together (tuning; on the H200 8 "
+    "took M3's MSA prologue in 18.5 us against 19.5 with 4, "
+    "not yet checked against the reference; docs/perf.md)");
 
 /// CTAs per multiprocessor the cluster kernel's registers are capped for
 /// (80 registers at 128 threads), so that every head's cluster is resident
@@ -6862,42 +6837,36 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
 /// slower (27-37 us against 18-22).
 constexpr int64_t kPrologueClusterMmaCtasPerSM = 5;
 
-static llvm::cl::opt<int> prologueClusterMaxTokens(
-    "gpu-prologue-cluster-max-tokens", llvm::cl::Hidden, llvm::cl::init(16),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Most tokens of a step whose fused prologue runs as one "
-                   "thread-block-cluster kernel with f16 tensor-core "
-                   "products (prologueClusterMmaKernel, 2-16; 1: parts 0 "
-                   "and 1 from two tokens)"));
+static TuningOpt<int> prologueClusterMaxTokens(
+    "gpu-prologue-cluster-max-tokens", 16,
+    "Most tokens of a step whose fused prologue runs as one "
+    "thread-block-cluster kernel with f16 tensor-core "
+    "products (prologueClusterMmaKernel, 2-16; 1: parts 0 "
+    "and 1 from two tokens)");
 
-static llvm::cl::opt<int> prologueClusterLaneBytes(
-    "gpu-prologue-cluster-lane-bytes", llvm::cl::Hidden, llvm::cl::init(32),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Consecutive E4M3 bytes of a weight row each lane of the "
-                   "prologue's tensor-core cluster kernel loads per chunk "
-                   "(16 or 32; tuning)"));
+static TuningOpt<int> prologueClusterLaneBytes(
+    "gpu-prologue-cluster-lane-bytes", 32,
+    "Consecutive E4M3 bytes of a weight row each lane of the "
+    "prologue's tensor-core cluster kernel loads per chunk "
+    "(16 or 32; tuning)");
 
-static llvm::cl::opt<int> prologueClusterMmaCtas(
-    "gpu-prologue-cluster-mma-ctas", llvm::cl::Hidden,
-    llvm::cl::init(kPrologueClusterMmaCtasPerSM),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("CTAs per multiprocessor the registers of the prologue's "
-                   "tensor-core cluster kernel are capped for (4-6: its "
-                   "shared memory fits 6; tuning)"));
+static TuningOpt<int> prologueClusterMmaCtas(
+    "gpu-prologue-cluster-mma-ctas", kPrologueClusterMmaCtasPerSM,
+    "CTAs per multiprocessor the registers of the prologue's "
+    "tensor-core cluster kernel are capped for (4-6: its "
+    "shared memory fits 6; tuning)");
 
-static llvm::cl::opt<int> prologueClusterPrefetch(
-    "gpu-prologue-cluster-prefetch", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Chunks of its weight rows the prologue's tensor-core "
-                   "cluster kernel prefetches into L2 before it waits for "
-                   "the RMSNorm (tuning)"));
+static TuningOpt<int> prologueClusterPrefetch(
+    "gpu-prologue-cluster-prefetch", 0,
+    "Chunks of its weight rows the prologue's tensor-core "
+    "cluster kernel prefetches into L2 before it waits for "
+    "the RMSNorm (tuning)");
 
-static llvm::cl::opt<int> prologueClusterChunks(
-    "gpu-prologue-cluster-chunks", llvm::cl::Hidden, llvm::cl::init(1),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
-                   "whose weight loads a warp of the prologue's tensor-core "
-                   "cluster kernel issues together (tuning)"));
+static TuningOpt<int> prologueClusterChunks(
+    "gpu-prologue-cluster-chunks", 1,
+    "Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
+    "whose weight loads a warp of the prologue's tensor-core "
+    "cluster kernel issues together (tuning)");
 
 namespace {
 /// The tensor-core cluster kernel's most tokens per step (the rows of its
@@ -7285,11 +7254,10 @@ void moeRouterKernel(GK &g, msa::MoERouterOp op, int64_t part) {
   });
 }
 
-static llvm::cl::opt<bool> rmsNormRowPerCta(
-    "gpu-rms-norm-cta", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("msa.rms_norm rows of 8 to 64 channels per thread on a "
-                   "CTA each, in one pass (false: a warp per row; tuning)"));
+static TuningOpt<bool>
+    rmsNormRowPerCta("gpu-rms-norm-cta", true,
+                     "msa.rms_norm rows of 8 to 64 channels per thread on a "
+                     "CTA each, in one pass (false: a warp per row; tuning)");
 
 /// Most 16-byte steps of x per thread of rmsNormKernel's CTA rows.
 constexpr int64_t kRMSNormCtaSteps = 8;
@@ -7484,32 +7452,29 @@ void ropeKernel(GK &g, msa::RoPEOp op) {
 // Indexer on warpgroup MMA (sm_90a)
 //===----------------------------------------------------------------------===//
 
-static llvm::cl::opt<bool> indexWgmma(
-    "gpu-index-wgmma", llvm::cl::Hidden, llvm::cl::init(false),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("On targets with warpgroup MMA (sm_90a), the indexer "
-                   "scores FP8 and NVFP4 index keys with wgmma.mma_async "
-                   "(indexScoreWgmmaKernel): faster with NVFP4 keys, but "
-                   "the tensor core accumulates the E4M3 products with "
-                   "less than FP32 precision (index scores off by about "
-                   "3e-4 of their largest; default off: mma.sync, exact "
-                   "FP32 sums)"));
+static TuningOpt<bool>
+    indexWgmma("gpu-index-wgmma", false,
+               "On targets with warpgroup MMA (sm_90a), the indexer "
+               "scores FP8 and NVFP4 index keys with wgmma.mma_async "
+               "(indexScoreWgmmaKernel): faster with NVFP4 keys, but "
+               "the tensor core accumulates the E4M3 products with "
+               "less than FP32 precision (index scores off by about "
+               "3e-4 of their largest; default off: mma.sync, exact "
+               "FP32 sums)");
 
-static llvm::cl::opt<int> indexWgmmaCtasPerSM(
-    "gpu-index-wgmma-ctas-per-sm", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("CTAs per multiprocessor of the wgmma indexer, bounded "
-                   "by 227 KiB of shared memory (default 0: 6 with the keys "
-                   "in registers, 8 with the keys in shared memory; "
-                   "tuning)"));
+static TuningOpt<int> indexWgmmaCtasPerSM(
+    "gpu-index-wgmma-ctas-per-sm", 0,
+    "CTAs per multiprocessor of the wgmma indexer, bounded "
+    "by 227 KiB of shared memory (default 0: 6 with the keys "
+    "in registers, 8 with the keys in shared memory; "
+    "tuning)");
 
-static llvm::cl::opt<bool> indexWgmmaRegisterKeys(
-    "gpu-index-wgmma-register-keys", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("The wgmma indexer takes the keys as A from registers "
-                   "(each warp's 16 rows of a 64-key tile in the mma "
-                   "fragment layout; the default) or from shared memory "
-                   "(=false; tuning)"));
+static TuningOpt<bool> indexWgmmaRegisterKeys(
+    "gpu-index-wgmma-register-keys", true,
+    "The wgmma indexer takes the keys as A from registers "
+    "(each warp's 16 rows of a 64-key tile in the mma "
+    "fragment layout; the default) or from shared memory "
+    "(=false; tuning)");
 
 /// Shared-memory bytes of the wgmma indexer's operands: the token's
 /// queries (B: 8 rows of dI E4M3 bytes) and, unless the keys are taken
@@ -8057,12 +8022,10 @@ bool msac::kernels::hasWgmmaKernel(Operation *op, int64_t threads,
 /// session).
 constexpr int64_t kF16RowsThreads = 512, kF16RowsCtasPerSM = 1,
                   kF16RowsSharedBytes = 96 * 1024;
-static llvm::cl::opt<int> f16RowsSharedKB(
-    "gpu-f16-rows-shared-kb", llvm::cl::Hidden,
-    llvm::cl::init(kF16RowsSharedBytes / 1024),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
-    llvm::cl::desc("Dynamic shared memory (KiB) of the kernels that take "
-                   "rowsDot's f16 rows (tuning; at most 227)"));
+static TuningOpt<int>
+    f16RowsSharedKB("gpu-f16-rows-shared-kb", kF16RowsSharedBytes / 1024,
+                    "Dynamic shared memory (KiB) of the kernels that take "
+                    "rowsDot's f16 rows (tuning; at most 227)");
 
 /// Bytes of dynamic shared memory of the f16 rows' launches
 /// (--gpu-f16-rows-shared-kb, clamped to 1..227 KiB).
