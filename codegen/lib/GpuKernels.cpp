@@ -266,6 +266,18 @@ public:
                                    NVVM::PermuteMode::DEFAULT));
   }
 
+  /// 2^x (f32) by `ex2.approx.ftz.f32`: one MUFU.EX2, relative error below
+  /// 2^-22 (PTX ISA, "ex2"); subnormal inputs and results are flushed to
+  /// zero, 2^-inf = +0, NaN stays NaN.
+  Value ex2(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               k.b, k.loc, k.f32,
+               StringAttr::get(k.b.getContext(),
+                               "llvm.nvvm.ex2.approx.ftz.f32"),
+               ValueRange{x})
+        .getResult(0);
+  }
+
   /// True in every lane when `pred` (i1) is true in any lane of the warp
   /// (`vote.sync.any`, all lanes taking part).
   Value anyLane(Value pred) {
@@ -2113,6 +2125,19 @@ static TuningOpt<int>
                        "launch declares (registers capped to keep them "
                        "resident; 0: undeclared; tuning)");
 
+static TuningOpt<bool> attentionExp2(
+    "gpu-attention-exp2", false,
+    "The tensor-core attention's online softmax in base 2: scores times "
+    "scale * log2(e), each exponential one ex2.approx (instead of expf's "
+    "range reduction), the warps' maxima back in natural units at their "
+    "stash (tuning)");
+
+static TuningOpt<int> attentionPTerms(
+    "gpu-attention-p-terms", 2,
+    "f16 terms of P in the tensor-core attention's P V products with f16 V "
+    "(FP8 and NVFP4 caches): 2, a head and the tail P - head (about 22 "
+    "bits), or 1, the head alone (11 bits; tuning)");
+
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
 
@@ -2123,7 +2148,10 @@ constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
 /// this warp, from its fragment words: S = Q K^T, online softmax update of
 /// (max, partial sum) per row, O = O * alpha + P V, for a token at position
 /// `p`. `st` is (O fragments, max r, max r+8, sum r, sum r+8); `scale`
-/// (FP32) multiplies the scores.
+/// (FP32) multiplies the scores. With --gpu-attention-exp2 the scores and
+/// maxima are in units of log2(e) (scale * log2(e)) and P = 2^(s - max)
+/// by ex2.approx: the same softmax (e^z = 2^(z log2 e)), which the
+/// warp's stash takes back to natural units (max * ln 2).
 SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
                                       Value key0, Value blk, Value p,
                                       GroupWords words,
@@ -2161,6 +2189,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       w = vFlat[at++];
   // S fragments of the two 8-key tiles, scaled; -inf past the position.
   SmallVector<Value> sv; // [tile][4]
+  const bool base2 = attentionExp2;
+  Value sScale = base2 ? k.mul(scale, k.cf(float(M_LOG2E))) : scale;
   // --gpu-attention-score-chains k-steps chains per tile, summed at the
   // end (shorter dependent mma chains; tuning).
   const int64_t chains = std::clamp<int64_t>(attentionScoreChains, 1,
@@ -2174,7 +2204,7 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       Value x = c[0][e];
       for (int64_t j = 1; j < chains; ++j)
         x = k.add(x, c[j][e]);
-      sv.push_back(k.mul(x, scale));
+      sv.push_back(k.mul(x, sScale));
     }
   }
   SmallVector<Type> sTypes(sv.size(), k.f32);
@@ -2206,14 +2236,21 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
     Value mNew = k.maxf(mOld, mt);
     // UNE: a NaN maximum counts as a change.
     grew = g.orI(grew, k.fcmp(CmpF::UNE, mNew, mOld));
-    alpha[half] = k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(1),
-                           k.exp(k.sub(mOld, mNew)));
+    alpha[half] =
+        k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(1),
+                 base2 ? g.ex2(k.sub(mOld, mNew)) : k.exp(k.sub(mOld, mNew)));
     Value sum = k.mul(st[nTiles * 4 + 2 + half], alpha[half]);
+    // In base 2 the row's offset is 0 while all its keys are masked (mNew =
+    // -inf), so that a masked score (-inf) gives 2^-inf = 0 without a test
+    // per value (with a finite mNew it does too; a NaN stays NaN).
+    Value mSub =
+        base2 ? k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(0), mNew) : mNew;
     for (int64_t nt = 0; nt < 2; ++nt)
       for (int64_t e = e0; e < e0 + 2; ++e) {
         Value &v = sv[nt * 4 + e];
-        v = k.select(k.fcmp(CmpF::OEQ, v, negInf), k.cf(0),
-                     k.exp(k.sub(v, mNew)));
+        v = base2 ? g.ex2(k.sub(v, mSub))
+                  : k.select(k.fcmp(CmpF::OEQ, v, negInf), k.cf(0),
+                             k.exp(k.sub(v, mNew)));
         sum = k.add(sum, v);
       }
     out[nTiles * 4 + half] = mNew;
@@ -2240,11 +2277,19 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   // subnormals would round P below 2^-14 to steps of 2^-24 and flush P
   // below 2^-25, which the FP32 row sum keeps); O then carries the factor
   // until the warp's stash (attentionKernel) divides it out.
+  // --gpu-attention-p-terms=1 keeps the f16 head alone (P to f16's 11
+  // bits, relative error at most 2^-12; MSA's FP8 kernels multiply
+  // E4M3(448 P), spec 3.2): half the P V products.
   const bool vF16 = words.vF16;
+  const bool pTail = !vF16 || attentionPTerms != 1;
   Type pType = vF16 ? Type(k.b.getF16Type()) : Type(k.b.getBF16Type());
   SmallVector<Value> head, tail;
   for (int64_t i = 0; i < 8; ++i) {
     Value pv = vF16 ? k.mul(sv[i], k.cf(kF16PScale)) : sv[i];
+    if (!pTail) {
+      head.push_back(pv);
+      continue;
+    }
     head.push_back(g.roundTo(pv, pType));
     tail.push_back(k.sub(pv, head.back()));
   }
@@ -2255,7 +2300,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
                        : g.packBF16(v[i], v[i + 1]));
     return r;
   };
-  SmallVector<Value> pa = pack(head), pb = pack(tail);
+  SmallVector<Value> pa = pack(head),
+                     pb = pTail ? pack(tail) : SmallVector<Value>();
   // V as B (keys x channels, column-major): channel `nt` of this lane's
   // piece of two keys per register.
   auto half16 = [&](Value word, int64_t which) -> Value {
@@ -2271,7 +2317,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
     SmallVector<Value> c(o.begin() + nt * 4, o.begin() + nt * 4 + 4);
     Value b0 = vword(0, 1), b1 = vword(2, 3);
     c = g.mma(pa, {b0, b1}, c, vF16);
-    c = g.mma(pb, {b0, b1}, c, vF16);
+    if (pTail)
+      c = g.mma(pb, {b0, b1}, c, vF16);
     for (int64_t e = 0; e < 4; ++e)
       out[nt * 4 + e] = c[e];
   }
@@ -2792,9 +2839,15 @@ void attentionKernel(GK &g, Operation *op) {
           o = k.mul(o, k.cf(1.0 / kF16PScale));
         k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col), o, k.f32);
       }
+    // attentionGroupMath's maxima in natural units (--gpu-attention-exp2).
+    Value m0 = st[nTiles * 4], m1 = st[nTiles * 4 + 1];
+    if (attentionExp2) {
+      m0 = k.mul(m0, k.cf(float(M_LN2)));
+      m1 = k.mul(m1, k.cf(float(M_LN2)));
+    }
     k.ifThen(g.eq(quad, k.c(0)), [&] {
-      k.storeF(mS, k.iadd(wRow, row), st[nTiles * 4], k.f32);
-      k.storeF(mS, k.iadd(wRow, row8), st[nTiles * 4 + 1], k.f32);
+      k.storeF(mS, k.iadd(wRow, row), m0, k.f32);
+      k.storeF(mS, k.iadd(wRow, row8), m1, k.f32);
       k.storeF(lS, k.iadd(wRow, row), l0, k.f32);
       k.storeF(lS, k.iadd(wRow, row8), l1, k.f32);
     });
