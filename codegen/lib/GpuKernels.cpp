@@ -2138,6 +2138,12 @@ static TuningOpt<int> attentionPTerms(
     "(FP8 and NVFP4 caches): 2, a head and the tail P - head (about 22 "
     "bits), or 1, the head alone (11 bits; tuning)");
 
+static TuningOpt<bool> attentionRingUnroll(
+    "gpu-attention-ring-unroll", false,
+    "The per-token attention's loop over 16-key groups takes one group more "
+    "than it loads ahead per step, so that its ring of groups in flight "
+    "stays in place instead of moving by a copy per word (tuning)");
+
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
 
@@ -2955,35 +2961,72 @@ void attentionKernel(GK &g, Operation *op) {
     for (int64_t a = 0; a < ahead; ++a)
       llvm::append_range(loopInit, issue(k.c(a)));
     const size_t stateSize = init.size(), itemSize = rawWords + 1;
-    SmallVector<Value> loopOut = k.reduceN(
-        k.c(0), items, loopInit,
-        [&](Value i, ValueRange in) -> SmallVector<Value> {
-          ValueRange state = in.take_front(stateSize);
-          SmallVector<Value> next = issue(k.iadd(i, k.c(ahead)));
-          SmallVector<Value> cur =
-              ahead ? SmallVector<Value>(in.slice(stateSize, itemSize)) : next;
-          Value blk = cur[0];
-          SmallVector<Value> raw(cur.begin() + 1, cur.end());
-          auto math = [&]() -> SmallVector<Value> {
-            return attentionGroupFromRaw(
-                g, s, groupOf(i), blk, p, raw, type, vtype, decodeTable,
-                qShared ? sharedQ() : qa, itemScale, state);
-          };
-          SmallVector<Value> out =
-              sparse ? g.ifElse(k.icmp(CmpI::sge, blk, k.c(0)), types, math,
-                                [&]() -> SmallVector<Value> {
-                                  return SmallVector<Value>(state.begin(),
-                                                            state.end());
-                                })
-                     : math();
-          // The ring moves by one item.
-          if (ahead) {
-            for (Value v : in.drop_front(stateSize + itemSize))
-              out.push_back(v);
-            llvm::append_range(out, next);
-          }
-          return out;
-        });
+    // Item i's group on `state`: its block (-1: none, skipped where
+    // `guard`: sparse slots, and the unrolled loop's items past the end).
+    auto step = [&](Value i, ArrayRef<Value> item, ArrayRef<Value> state,
+                    bool guard) -> SmallVector<Value> {
+      Value blk = item[0];
+      SmallVector<Value> raw(item.begin() + 1, item.end());
+      auto math = [&]() -> SmallVector<Value> {
+        return attentionGroupFromRaw(g, s, groupOf(i), blk, p, raw, type, vtype,
+                                     decodeTable, qShared ? sharedQ() : qa,
+                                     itemScale, ValueRange(state));
+      };
+      if (!guard)
+        return math();
+      return g.ifElse(k.icmp(CmpI::sge, blk, k.c(0)), types, math,
+                      [&]() -> SmallVector<Value> {
+                        return SmallVector<Value>(state.begin(), state.end());
+                      });
+    };
+    // --gpu-attention-ring-unroll: U = ahead + 1 items per loop step, item
+    // i + u in ring slot u (u < U) and its successor `ahead` items on
+    // issued into the slot of item i + u - 1, consumed the step before;
+    // after U items every slot again holds the item of its own index, so
+    // the loop carries the ring in place (one step per item moves every
+    // slot down by one: a register copy per word ptxas cannot avoid).
+    // Items past the end (the last step's, up to U - 1) are not loaded
+    // (issue: block -1) and skipped.
+    const int64_t unroll = attentionRingUnroll && ahead > 0 ? ahead + 1 : 1;
+    SmallVector<Value> loopOut;
+    if (unroll > 1) {
+      Value steps = k.idiv(k.iadd(items, k.c(unroll - 1)), k.c(unroll));
+      loopOut = k.reduceN(
+          k.c(0), steps, loopInit,
+          [&](Value t, ValueRange in) -> SmallVector<Value> {
+            SmallVector<Value> state(in.take_front(stateSize));
+            SmallVector<SmallVector<Value>> slots(unroll);
+            for (int64_t a = 0; a < ahead; ++a)
+              slots[a].assign(in.begin() + stateSize + a * itemSize,
+                              in.begin() + stateSize + (a + 1) * itemSize);
+            for (int64_t u = 0; u < unroll; ++u) {
+              Value i = k.iadd(k.imul(t, k.c(unroll)), k.c(u));
+              slots[(u + ahead) % unroll] = issue(k.iadd(i, k.c(ahead)));
+              state = step(i, slots[u], state, /*guard=*/true);
+            }
+            for (int64_t a = 0; a < ahead; ++a)
+              llvm::append_range(state, slots[a]);
+            return state;
+          });
+    } else {
+      loopOut = k.reduceN(
+          k.c(0), items, loopInit,
+          [&](Value i, ValueRange in) -> SmallVector<Value> {
+            SmallVector<Value> state(in.take_front(stateSize));
+            SmallVector<Value> next = issue(k.iadd(i, k.c(ahead)));
+            SmallVector<Value> cur =
+                ahead ? SmallVector<Value>(in.slice(stateSize, itemSize))
+                      : next;
+            SmallVector<Value> out = step(i, cur, state, sparse);
+            // The ring moves by one item.
+            if (ahead) {
+              for (Value v : in.drop_front(stateSize + itemSize))
+                out.push_back(v);
+              llvm::append_range(out, next);
+            }
+            return out;
+          });
+    }
     SmallVector<Value> st(loopOut.begin(), loopOut.begin() + stateSize);
     // Every lane's last Q read precedes the warp's stash.
     if (qShared)
