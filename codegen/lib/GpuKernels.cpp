@@ -2144,6 +2144,12 @@ static TuningOpt<bool> attentionRingUnroll(
     "than it loads ahead per step, so that its ring of groups in flight "
     "stays in place instead of moving by a copy per word (tuning)");
 
+static TuningOpt<bool> attentionVPrmt(
+    "gpu-attention-v-prmt", false,
+    "The tensor-core attention's P V operand words (one 16-bit half from "
+    "each of two keys' V words) as one byte permute each, instead of "
+    "shifts and ors (tuning)");
+
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
 
@@ -2317,6 +2323,11 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   };
   for (int64_t nt = 0; nt < nTiles; ++nt) {
     auto vword = [&](int64_t a, int64_t b) {
+      // --gpu-attention-v-prmt: the two halves in one byte permute
+      // (0x5410: both low halves, 0x7632: both high halves).
+      if (attentionVPrmt)
+        return g.prmt(vw[a][nt / 2], vw[b][nt / 2],
+                      g.ci32(nt % 2 ? 0x7632 : 0x5410));
       return g.packBits(half16(vw[a][nt / 2], nt % 2),
                         half16(vw[b][nt / 2], nt % 2));
     };
