@@ -1367,6 +1367,12 @@ bool indexKeysAsAFor(msa::PagedCacheType type) {
   return isDecodedCache(type);
 }
 
+static TuningOpt<bool> indexF16Mma(
+    "gpu-index-f16-mma", false,
+    "The tensor-core indexer with FP8 and NVFP4 keys as the A operand "
+    "multiplies f16 pairs (keys widened per pair, queries once per token) "
+    "with chained f16 mma.sync instead of mma.sync E4M3 (tuning)");
+
 static TuningOpt<int>
     indexThreads("gpu-index-threads", 0,
                  "Threads per CTA of the tensor-core indexer (a multiple "
@@ -1598,7 +1604,16 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   // Per lane and key (channels [quad dI/4, (quad + 1) dI/4)): the operand
   // words (bf16 pairs or E4M3 quads) and the bf16 query words.
   const int64_t qWords = d / 8;
-  const int64_t words = e4m3 ? d / 16 : d / 8;
+  // Keys as A with E4M3 keys: --gpu-index-f16-mma widens the keys to f16
+  // pairs (one cvt per pair, as ptxas's widening of mma.sync E4M3 does) and
+  // takes the queries as f16 pairs converted once per token, then runs two
+  // f16 m16n8k16 mma per k32 step into the accumulator: ptxas's E4M3 mma
+  // also converts the queries per mma and adds each mma's products to the
+  // accumulator with 4 FADD.
+  const bool keysAsA =
+      indexKeysAsAFor(type) && tiles % 2 == 0; // an even number of tiles
+  const bool f16Mma = e4m3 && keysAsA && indexF16Mma;
+  const int64_t words = e4m3 && !f16Mma ? d / 16 : d / 8;
   const float scale = a.scale;
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
@@ -1610,8 +1625,6 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
   if (isNVFP4Cache(type) && !g.e2m1)
     decodeTable = nvfp4E4M3TableInShared(g);
 
-  // Keys as the A operand (an even number of tiles; indexKeysAsAFor).
-  const bool keysAsA = indexKeysAsAFor(type) && tiles % 2 == 0;
   Value inGroup = k.icmp(CmpI::ult, row, k.c(groups));
   // Q words of this lane for token t: row `row` (an index head; zero past
   // the G heads), channels [quad dI/4, (quad + 1) dI/4) (E4M3 quads with
@@ -1625,6 +1638,17 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
           k.select(inGroup, g.loadI32(q, k.iadd(qBase, k.c(i))), g.ci32(0)));
     if (e4m3)
       qw = queryWordsToE4M3(g, qw);
+    if (f16Mma) {
+      // E4M3 word w (channels 4 w + 0..3) as f16 pairs 2 w (channels 0, 1)
+      // and 2 w + 1 (2, 3).
+      SmallVector<Value> pairs;
+      for (Value w : qw) {
+        pairs.push_back(e4m3PairToF16(g, w));
+        pairs.push_back(e4m3PairToF16(
+            g, arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16))));
+      }
+      qw = std::move(pairs);
+    }
     qw.push_back(k.cf(scale));
     return qw;
   };
@@ -1715,6 +1739,26 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
                    : kw[j + 1];
           SmallVector<Value> c(4, k.cf(0));
           for (int64_t ks = 0; ks < (e4m3 ? d / 32 : d / 16); ++ks) {
+            if (f16Mma) {
+              // E4M3 step ks as two f16 steps: key word 2 ks + h's channel
+              // pairs (low half: k 2 quad, 2 quad + 1; high half: k 8 + 2
+              // quad, ...) against query pairs 2 (2 ks + h) and + 1.
+              for (int64_t h = 0; h < 2; ++h) {
+                auto pairOf = [&](Value w, bool high) {
+                  return e4m3PairToF16(g, high ? arith::ShRUIOp::create(
+                                                     k.b, k.loc, w, g.ci32(16))
+                                                     .getResult()
+                                               : w);
+                };
+                Value w0 = k0[2 * ks + h], w1 = k1[2 * ks + h];
+                SmallVector<Value> av = {pairOf(w0, false), pairOf(w1, false),
+                                         pairOf(w0, true), pairOf(w1, true)};
+                SmallVector<Value> bv = {qw[2 * (2 * ks + h)],
+                                         qw[2 * (2 * ks + h) + 1]};
+                c = g.mma(av, bv, c, /*f16=*/true);
+              }
+              continue;
+            }
             SmallVector<Value> av = {k0[2 * ks], k1[2 * ks], k0[2 * ks + 1],
                                      k1[2 * ks + 1]};
             SmallVector<Value> bv = {qw[2 * ks], qw[2 * ks + 1]};
