@@ -2483,6 +2483,22 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
   return out;
 }
 
+static TuningOpt<bool> attentionNvfp4E4M3(
+    "gpu-attention-nvfp4-e4m3", false,
+    "The tensor-core attention decodes NVFP4 cache rows through the E4M3 "
+    "byte table (one lookup per 4 codes, then the FP8 widening) instead of "
+    "the f16 operand table (tuning)");
+
+/// Whether the per-token attention decodes its NVFP4 rows through the
+/// E4M3 table (--gpu-attention-nvfp4-e4m3): an NVFP4 cache, no hardware
+/// E2M1 conversions, and rows of a multiple of 8 channels per lane (D a
+/// multiple of 64: D / 8 V channels).
+bool attentionE4M3Table(const GK &g, msa::PagedCacheType type,
+                        msa::PagedCacheType vtype, int64_t d) {
+  return attentionNvfp4E4M3 && !g.e2m1 && d % 64 == 0 &&
+         (isNVFP4Cache(type) || isNVFP4Cache(vtype));
+}
+
 /// The n / 2 words of cacheRowRaw's `raw`: bf16 pairs as loaded for bf16
 /// rows; for FP8 and NVFP4 rows f16 pairs (`f16`) or bf16 pairs, exactly
 /// as the host reads them (FP8: decodeE4M3, by e4m3PairToOperand; NVFP4:
@@ -2490,15 +2506,25 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
 /// nvfp4Table's words of the same operand type in shared memory, or with
 /// g.e2m1 the hardware conversions; every E4M3 value is exact in f16 and
 /// bf16).
+///
+/// With `e4m3Table` (--gpu-attention-nvfp4-e4m3; n a multiple of 8),
+/// `table` is nvfp4E4M3Table's in shared memory instead: NVFP4 rows are
+/// looked up as E4M3 bytes (indexKeyE4M3Words, as the indexer's) and
+/// widened like an FP8 row's, which takes fewer instructions than the
+/// operand table's low / high byte lookups and interleaving.
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
-                                     Value table, bool f16) {
+                                     Value table, bool f16,
+                                     bool e4m3Table = false) {
   KB &k = g.k;
   if (!isDecodedCache(type))
     return SmallVector<Value>(raw.begin(), raw.end());
   SmallVector<Value> out;
-  if (!isNVFP4Cache(type)) {
-    for (Value x : raw) {
+  if (!isNVFP4Cache(type) || e4m3Table) {
+    SmallVector<Value> bytes(raw.begin(), raw.end());
+    if (isNVFP4Cache(type))
+      bytes = indexKeyE4M3Words(g, type, raw, n, table);
+    for (Value x : bytes) {
       out.push_back(e4m3PairToOperand(g, x, f16));
       out.push_back(e4m3PairToOperand(
           g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)), f16));
@@ -2590,13 +2616,14 @@ SmallVector<Value> attentionGroupFromRaw(
   words.vMasked = true;
   words.kF16 = f16Operands(type);
   words.vF16 = f16Operands(vtype);
+  const bool e4m3Table = attentionE4M3Table(g, type, vtype, d);
   for (int64_t nt = 0; nt < 2; ++nt)
     words.kw.push_back(decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4,
-                                         table, words.kF16));
+                                         table, words.kF16, e4m3Table));
   for (int64_t i = 0; i < 4; ++i)
     words.vw.push_back(
         decodeCacheRowRaw(g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn),
-                          d / 8, table, words.vF16));
+                          d / 8, table, words.vF16, e4m3Table));
   return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
                             st);
 }
@@ -2807,7 +2834,11 @@ void attentionKernel(GK &g, Operation *op) {
   // The NVFP4 decode table (nvfp4BF16Table) in shared memory, off the
   // global-memory path of the cache loads (none with g.e2m1).
   Value decodeTable;
-  if ((isNVFP4Cache(type) || isNVFP4Cache(vtype)) && !g.e2m1) {
+  if (attentionE4M3Table(g, type, vtype, d)) {
+    decodeTable = nvfp4E4M3TableInShared(g);
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
+    g.sync();
+  } else if ((isNVFP4Cache(type) || isNVFP4Cache(vtype)) && !g.e2m1) {
     Value global = isNVFP4Cache(type)
                        ? nvfp4Table(g, type, f16Operands(type))
                        : nvfp4Table(g, vtype, f16Operands(vtype));
