@@ -2145,6 +2145,9 @@ struct GroupWords {
   /// cache, else bf16 pairs; the query fragments are f16 with f16 K
   /// (queryWordsToF16), and P enters P V as f16 with f16 V.
   bool kF16 = false, vF16 = false;
+  /// When not empty, the P V operand words themselves, vb[nt] = {b0, b1}
+  /// of O tile nt (vw is then unused; V already masked).
+  SmallVector<SmallVector<Value>> vb;
 };
 
 /// Whether every key of the 16-key group at `key0` of block `blk` is
@@ -2240,7 +2243,7 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
           }
           return masked;
         });
-  for (int64_t i = 0, at = 0; i < 4; ++i)
+  for (int64_t i = 0, at = 0; i < int64_t(vw.size()); ++i)
     for (Value &w : vw[i])
       w = vFlat[at++];
   // S fragments of the two 8-key tiles, scaled; -inf past the position.
@@ -2376,7 +2379,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
                         half16(vw[b][nt / 2], nt % 2));
     };
     SmallVector<Value> c(o.begin() + nt * 4, o.begin() + nt * 4 + 4);
-    Value b0 = vword(0, 1), b1 = vword(2, 3);
+    Value b0 = words.vb.empty() ? vword(0, 1) : words.vb[nt][0];
+    Value b1 = words.vb.empty() ? vword(2, 3) : words.vb[nt][1];
     c = g.mma(pa, {b0, b1}, c, vF16);
     if (pTail)
       c = g.mma(pb, {b0, b1}, c, vF16);
@@ -2620,10 +2624,39 @@ SmallVector<Value> attentionGroupFromRaw(
   for (int64_t nt = 0; nt < 2; ++nt)
     words.kw.push_back(decodeCacheRowRaw(g, type, raw.slice(nt * kn, kn), d / 4,
                                          table, words.kF16, e4m3Table));
-  for (int64_t i = 0; i < 4; ++i)
+  // --gpu-attention-v-prmt with V as E4M3 bytes (FP8, or NVFP4 through
+  // the E4M3 table): each pair of keys' bytes interleaved first (prmt
+  // 0x5140 / 0x7362: channels c, c + 1 of both keys), so that one
+  // widening makes a P V operand word (keys 2 quad + {0, 1} or + {8, 9},
+  // channel nt = 4 j + c of word j) instead of widening each key's pairs
+  // and permuting them after.
+  const bool vBytes = attentionVPrmt && (d / 8) % 4 == 0 &&
+                      (isa<Float8E4M3FNType>(vtype.getElementType()) ||
+                       (isNVFP4Cache(vtype) && e4m3Table));
+  for (int64_t i = 0; i < 4 && !vBytes; ++i)
     words.vw.push_back(
         decodeCacheRowRaw(g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn),
                           d / 8, table, words.vF16, e4m3Table));
+  if (vBytes) {
+    SmallVector<SmallVector<Value>> bytes;
+    for (int64_t i = 0; i < 4; ++i) {
+      ArrayRef<Value> row = ArrayRef<Value>(vRaw).slice(i * vn, vn);
+      bytes.push_back(isNVFP4Cache(vtype)
+                          ? indexKeyE4M3Words(g, vtype, row, d / 8, table)
+                          : SmallVector<Value>(row.begin(), row.end()));
+    }
+    words.vb.assign(d / 8, SmallVector<Value>(2));
+    for (int64_t pr = 0; pr < 2; ++pr)
+      for (int64_t j = 0; j < d / 32; ++j)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value both = g.prmt(bytes[2 * pr][j], bytes[2 * pr + 1][j],
+                              g.ci32(h ? 0x7362 : 0x5140));
+          words.vb[4 * j + 2 * h][pr] = e4m3PairToOperand(g, both, words.vF16);
+          words.vb[4 * j + 2 * h + 1][pr] = e4m3PairToOperand(
+              g, arith::ShRUIOp::create(k.b, k.loc, both, g.ci32(16)),
+              words.vF16);
+        }
+  }
   return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
                             st);
 }
