@@ -7,7 +7,8 @@
 #   - the decode attention and the indexer with fewer instructions per
 #     16-key group ("lean": --gpu-attention-exp2 --gpu-attention-p-terms=1
 #     --gpu-attention-ring-unroll --gpu-attention-v-prmt
-#     --gpu-index-f16-mma; "lean2": the same with P in two f16 terms) and
+#     --gpu-attention-nvfp4-e4m3 --gpu-index-f16-mma; "lean2": the same
+#     with P in two f16 terms) and
 #     with 2 score mma chains (--gpu-attention-score-chains=2), FP8 and
 #     NVFP4 caches at 128K (issue 7).
 #
@@ -28,8 +29,8 @@
 set -eu
 mode=$1
 DIR=$2
-LEAN="--gpu-attention-exp2 --gpu-attention-p-terms=1 --gpu-attention-ring-unroll --gpu-attention-v-prmt --gpu-index-f16-mma"
-LEAN2="--gpu-attention-exp2 --gpu-attention-ring-unroll --gpu-attention-v-prmt --gpu-index-f16-mma"
+LEAN="--gpu-attention-exp2 --gpu-attention-p-terms=1 --gpu-attention-ring-unroll --gpu-attention-v-prmt --gpu-attention-nvfp4-e4m3 --gpu-index-f16-mma"
+LEAN2="--gpu-attention-exp2 --gpu-attention-ring-unroll --gpu-attention-v-prmt --gpu-attention-nvfp4-e4m3 --gpu-index-f16-mma"
 if [ "$mode" = inputs ]; then
   ROOT=$(cd "$(dirname "$0")/.." && pwd)
   BIN=$(cd "${3:-$ROOT/build}" && pwd)/bin
