@@ -2173,7 +2173,7 @@ static TuningOpt<int>
                        "resident; 0: undeclared; tuning)");
 
 static TuningOpt<bool> attentionExp2(
-    "gpu-attention-exp2", false,
+    "gpu-attention-exp2", true,
     "The tensor-core attention's online softmax in base 2: scores times "
     "scale * log2(e), each exponential one ex2.approx (instead of expf's "
     "range reduction), the warps' maxima back in natural units at their "
@@ -2186,13 +2186,13 @@ static TuningOpt<int> attentionPTerms(
     "bits), or 1, the head alone (11 bits; tuning)");
 
 static TuningOpt<bool> attentionRingUnroll(
-    "gpu-attention-ring-unroll", false,
+    "gpu-attention-ring-unroll", true,
     "The per-token attention's loop over 16-key groups takes one group more "
     "than it loads ahead per step, so that its ring of groups in flight "
     "stays in place instead of moving by a copy per word (tuning)");
 
 static TuningOpt<bool> attentionVPrmt(
-    "gpu-attention-v-prmt", false,
+    "gpu-attention-v-prmt", true,
     "The tensor-core attention's P V operand words (one 16-bit half from "
     "each of two keys' V words) as one byte permute each, instead of "
     "shifts and ors (tuning)");
@@ -2488,7 +2488,7 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
 }
 
 static TuningOpt<bool> attentionNvfp4E4M3(
-    "gpu-attention-nvfp4-e4m3", false,
+    "gpu-attention-nvfp4-e4m3", true,
     "The tensor-core attention decodes NVFP4 cache rows through the E4M3 "
     "byte table (one lookup per 4 codes, then the FP8 widening) instead of "
     "the f16 operand table (tuning)");
