@@ -904,6 +904,15 @@ Value e4m3PairToOperand(GK &g, Value pair, bool f16) {
   return f16 ? e4m3PairToF16(g, pair) : e4m3PairToBF16(g, pair);
 }
 
+/// A word of four E4M3 bytes as two operand words (e4m3PairToOperand):
+/// bytes 0, 1 and bytes 2, 3.
+std::array<Value, 2> e4m3WordToOperands(GK &g, Value w, bool f16) {
+  KB &k = g.k;
+  return {e4m3PairToOperand(g, w, f16),
+          e4m3PairToOperand(
+              g, arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16)), f16)};
+}
+
 /// A word of two bf16 values as a word of f16 pairs (round to nearest
 /// even), each value first times `factor` (an FP32 power of two; none when
 /// null).
@@ -1121,7 +1130,8 @@ SmallVector<Value> cacheRowRaw(GK &g, msa::PagedCacheType type, Value cache,
                                int64_t n);
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
-                                     Value table, bool f16);
+                                     Value table, bool f16,
+                                     bool e4m3Table = false);
 int64_t nvfp4RawScaleBytes(int64_t n);
 /// Scale byte j (the 16-value block j) of the `n` channels that
 /// cacheRowRaw loaded, from its scale words `scaleWords` (the words after
@@ -1642,11 +1652,8 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
       // E4M3 word w (channels 4 w + 0..3) as f16 pairs 2 w (channels 0, 1)
       // and 2 w + 1 (2, 3).
       SmallVector<Value> pairs;
-      for (Value w : qw) {
-        pairs.push_back(e4m3PairToF16(g, w));
-        pairs.push_back(e4m3PairToF16(
-            g, arith::ShRUIOp::create(k.b, k.loc, w, g.ci32(16))));
-      }
+      for (Value w : qw)
+        llvm::append_range(pairs, e4m3WordToOperands(g, w, /*f16=*/true));
       qw = std::move(pairs);
     }
     qw.push_back(k.cf(scale));
@@ -1744,15 +1751,9 @@ void indexScoreMmaKernel(GK &g, msa::IndexScoreOp op) {
               // pairs (low half: k 2 quad, 2 quad + 1; high half: k 8 + 2
               // quad, ...) against query pairs 2 (2 ks + h) and + 1.
               for (int64_t h = 0; h < 2; ++h) {
-                auto pairOf = [&](Value w, bool high) {
-                  return e4m3PairToF16(g, high ? arith::ShRUIOp::create(
-                                                     k.b, k.loc, w, g.ci32(16))
-                                                     .getResult()
-                                               : w);
-                };
-                Value w0 = k0[2 * ks + h], w1 = k1[2 * ks + h];
-                SmallVector<Value> av = {pairOf(w0, false), pairOf(w1, false),
-                                         pairOf(w0, true), pairOf(w1, true)};
+                auto a0 = e4m3WordToOperands(g, k0[2 * ks + h], true);
+                auto a1 = e4m3WordToOperands(g, k1[2 * ks + h], true);
+                SmallVector<Value> av = {a0[0], a1[0], a0[1], a1[1]};
                 SmallVector<Value> bv = {qw[2 * (2 * ks + h)],
                                          qw[2 * (2 * ks + h) + 1]};
                 c = g.mma(av, bv, c, /*f16=*/true);
@@ -2518,9 +2519,7 @@ bool attentionE4M3Table(const GK &g, msa::PagedCacheType type,
 /// operand table's low / high byte lookups and interleaving.
 SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
                                      ArrayRef<Value> raw, int64_t n,
-                                     Value table, bool f16,
-                                     bool e4m3Table = false) {
-  KB &k = g.k;
+                                     Value table, bool f16, bool e4m3Table) {
   if (!isDecodedCache(type))
     return SmallVector<Value>(raw.begin(), raw.end());
   SmallVector<Value> out;
@@ -2528,11 +2527,8 @@ SmallVector<Value> decodeCacheRowRaw(GK &g, msa::PagedCacheType type,
     SmallVector<Value> bytes(raw.begin(), raw.end());
     if (isNVFP4Cache(type))
       bytes = indexKeyE4M3Words(g, type, raw, n, table);
-    for (Value x : bytes) {
-      out.push_back(e4m3PairToOperand(g, x, f16));
-      out.push_back(e4m3PairToOperand(
-          g, arith::ShRUIOp::create(k.b, k.loc, x, g.ci32(16)), f16));
-    }
+    for (Value x : bytes)
+      llvm::append_range(out, e4m3WordToOperands(g, x, f16));
     return out;
   }
   const int64_t codeWords = std::max<int64_t>(n / 8, 1);
@@ -2649,12 +2645,13 @@ SmallVector<Value> attentionGroupFromRaw(
     for (int64_t pr = 0; pr < 2; ++pr)
       for (int64_t j = 0; j < d / 32; ++j)
         for (int64_t h = 0; h < 2; ++h) {
-          Value both = g.prmt(bytes[2 * pr][j], bytes[2 * pr + 1][j],
-                              g.ci32(h ? 0x7362 : 0x5140));
-          words.vb[4 * j + 2 * h][pr] = e4m3PairToOperand(g, both, words.vF16);
-          words.vb[4 * j + 2 * h + 1][pr] = e4m3PairToOperand(
-              g, arith::ShRUIOp::create(k.b, k.loc, both, g.ci32(16)),
-              words.vF16);
+          auto ops =
+              e4m3WordToOperands(g,
+                                 g.prmt(bytes[2 * pr][j], bytes[2 * pr + 1][j],
+                                        g.ci32(h ? 0x7362 : 0x5140)),
+                                 words.vF16);
+          words.vb[4 * j + 2 * h][pr] = ops[0];
+          words.vb[4 * j + 2 * h + 1][pr] = ops[1];
         }
   }
   return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
