@@ -105,6 +105,9 @@ public:
   Value imin(Value a, Value b) {
     return arith::MinSIOp::create(k.b, k.loc, a, b);
   }
+  Value imax(Value a, Value b) {
+    return arith::MaxSIOp::create(k.b, k.loc, a, b);
+  }
 
   /// Butterfly exchange within the warp (lanes `lane` and `lane ^ offset`).
   Value shflXor(Value v, int64_t offset) {
@@ -2149,6 +2152,10 @@ struct GroupWords {
   /// When not empty, the P V operand words themselves, vb[nt] = {b0, b1}
   /// of O tile nt (vw is then unused; V already masked).
   SmallVector<SmallVector<Value>> vb;
+  /// True when every key of the group is known to be visible (the
+  /// per-token attention's loop over fully visible blocks,
+  /// --gpu-attention-full-loop): no masking code at all.
+  bool knownFull = false;
 };
 
 /// Whether every key of the 16-key group at `key0` of block `blk` is
@@ -2185,6 +2192,12 @@ static TuningOpt<int> attentionPTerms(
     "f16 terms of P in the tensor-core attention's P V products with f16 V "
     "(FP8 and NVFP4 caches): 2, a head and the tail P - head (about 22 "
     "bits), or 1, the head alone (11 bits; tuning)");
+
+static TuningOpt<bool> attentionFullLoop(
+    "gpu-attention-full-loop", true,
+    "The per-token dense attention runs the loop steps over blocks every "
+    "key of which the token sees first, without guards or masks (one basic "
+    "block per step but for the O rescale), then the rest (tuning)");
 
 static TuningOpt<bool> attentionRingUnroll(
     "gpu-attention-ring-unroll", true,
@@ -2223,7 +2236,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   Value negInf = k.cf(-INFINITY);
   SmallVector<SmallVector<Value>> &kw = words.kw, &vw = words.vw;
   Value blockStart = k.imul(blk, k.c(s.page));
-  Value full = groupFullyVisible(k, s, blk, key0, p);
+  Value full =
+      words.knownFull ? g.i1(true) : groupFullyVisible(k, s, blk, key0, p);
   // Values of keys past the position are never read by the host; zero them
   // so that P = 0 times a stale Inf or NaN stays 0.
   SmallVector<Value> vFlat;
@@ -2583,10 +2597,12 @@ SmallVector<Value> attentionGroupRaw(GK &g, const AttentionShape &s, Value grp,
 /// attentionGroupMath on group `grp` of block `blk` from attentionGroupRaw's
 /// `raw` words, decoded here (`table`: the NVFP4 decode table in shared
 /// memory, or null: no NVFP4 cache, or g.e2m1).
-SmallVector<Value> attentionGroupFromRaw(
-    GK &g, const AttentionShape &s, Value grp, Value blk, Value p,
-    ArrayRef<Value> raw, msa::PagedCacheType type, msa::PagedCacheType vtype,
-    Value table, ArrayRef<SmallVector<Value>> qa, Value scale, ValueRange st) {
+SmallVector<Value>
+attentionGroupFromRaw(GK &g, const AttentionShape &s, Value grp, Value blk,
+                      Value p, ArrayRef<Value> raw, msa::PagedCacheType type,
+                      msa::PagedCacheType vtype, Value table,
+                      ArrayRef<SmallVector<Value>> qa, Value scale,
+                      ValueRange st, bool knownFull = false) {
   KB &k = g.k;
   const int64_t d = s.d;
   const int64_t kn = cacheRowRawWords(type, d / 4),
@@ -2596,24 +2612,26 @@ SmallVector<Value> attentionGroupFromRaw(
   Value key0 = k.imul(grp, k.c(16));
   SmallVector<Value> vRaw(raw.begin() + 2 * kn, raw.end());
   SmallVector<Type> vTypes(vRaw.size(), k.i32);
-  vRaw = g.ifElse(
-      groupFullyVisible(k, s, blk, key0, p), vTypes,
-      [&]() -> SmallVector<Value> { return vRaw; },
-      [&]() -> SmallVector<Value> {
-        Value quad = k.irem(g.lane, k.c(4));
-        SmallVector<Value> masked;
-        for (int64_t i = 0; i < 4; ++i) {
-          Value key =
-              k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
-          Value visible =
-              k.icmp(CmpI::sle, k.iadd(k.imul(blk, k.c(s.page)), key), p);
-          for (int64_t j = 0; j < vn; ++j)
-            masked.push_back(k.select(visible, vRaw[i * vn + j], g.ci32(0)));
-        }
-        return masked;
-      });
+  if (!knownFull)
+    vRaw = g.ifElse(
+        groupFullyVisible(k, s, blk, key0, p), vTypes,
+        [&]() -> SmallVector<Value> { return vRaw; },
+        [&]() -> SmallVector<Value> {
+          Value quad = k.irem(g.lane, k.c(4));
+          SmallVector<Value> masked;
+          for (int64_t i = 0; i < 4; ++i) {
+            Value key =
+                k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
+            Value visible =
+                k.icmp(CmpI::sle, k.iadd(k.imul(blk, k.c(s.page)), key), p);
+            for (int64_t j = 0; j < vn; ++j)
+              masked.push_back(k.select(visible, vRaw[i * vn + j], g.ci32(0)));
+          }
+          return masked;
+        });
   GroupWords words;
   words.vMasked = true;
+  words.knownFull = knownFull;
   words.kF16 = f16Operands(type);
   words.vF16 = f16Operands(vtype);
   const bool e4m3Table = attentionE4M3Table(g, type, vtype, d);
@@ -3073,20 +3091,35 @@ void attentionKernel(GK &g, Operation *op) {
                     }));
       return item;
     };
+    // issue without branches, for dense attention's loop over fully
+    // visible blocks (--gpu-attention-full-loop): an item past the end
+    // loads a group of the last item's block (valid addresses; its words
+    // are never used) and carries block -1.
+    auto issueFlat = [&](Value i) {
+      Value last = g.isub(items, k.c(1));
+      Value blk = blockOf(g.imin(i, last));
+      SmallVector<Value> item{
+          k.select(k.icmp(CmpI::ult, i, items), blk, k.c(-1))};
+      llvm::append_range(item, attentionGroupRaw(g, s, groupOf(i),
+                                                 pageOf(k, table, seq, blk),
+                                                 kvHead, type, vtype, kc, vc));
+      return item;
+    };
     SmallVector<Value> loopInit(init.begin(), init.end());
     for (int64_t a = 0; a < ahead; ++a)
       llvm::append_range(loopInit, issue(k.c(a)));
     const size_t stateSize = init.size(), itemSize = rawWords + 1;
     // Item i's group on `state`: its block (-1: none, skipped where
     // `guard`: sparse slots, and the unrolled loop's items past the end).
+    // `full`: the item is known to be valid and every key of it visible.
     auto step = [&](Value i, ArrayRef<Value> item, ArrayRef<Value> state,
-                    bool guard) -> SmallVector<Value> {
+                    bool guard, bool full = false) -> SmallVector<Value> {
       Value blk = item[0];
       SmallVector<Value> raw(item.begin() + 1, item.end());
       auto math = [&]() -> SmallVector<Value> {
         return attentionGroupFromRaw(g, s, groupOf(i), blk, p, raw, type, vtype,
                                      decodeTable, qShared ? sharedQ() : qa,
-                                     itemScale, ValueRange(state));
+                                     itemScale, ValueRange(state), full);
       };
       if (!guard)
         return math();
@@ -3107,23 +3140,51 @@ void attentionKernel(GK &g, Operation *op) {
     SmallVector<Value> loopOut;
     if (unroll > 1) {
       Value steps = k.idiv(k.iadd(items, k.c(unroll - 1)), k.c(unroll));
-      loopOut = k.reduceN(
-          k.c(0), steps, loopInit,
-          [&](Value t, ValueRange in) -> SmallVector<Value> {
-            SmallVector<Value> state(in.take_front(stateSize));
-            SmallVector<SmallVector<Value>> slots(unroll);
-            for (int64_t a = 0; a < ahead; ++a)
-              slots[a].assign(in.begin() + stateSize + a * itemSize,
-                              in.begin() + stateSize + (a + 1) * itemSize);
-            for (int64_t u = 0; u < unroll; ++u) {
-              Value i = k.iadd(k.imul(t, k.c(unroll)), k.c(u));
-              slots[(u + ahead) % unroll] = issue(k.iadd(i, k.c(ahead)));
-              state = step(i, slots[u], state, /*guard=*/true);
-            }
-            for (int64_t a = 0; a < ahead; ++a)
-              llvm::append_range(state, slots[a]);
-            return state;
-          });
+      // One loop step: U items; with `full` (all U valid and visible) no
+      // guard and no masking, so the step is one basic block but for the
+      // O rescale (--gpu-attention-full-loop).
+      auto body = [&](bool full) {
+        return [&, full](Value t, ValueRange in) -> SmallVector<Value> {
+          SmallVector<Value> state(in.take_front(stateSize));
+          SmallVector<SmallVector<Value>> slots(unroll);
+          for (int64_t a = 0; a < ahead; ++a)
+            slots[a].assign(in.begin() + stateSize + a * itemSize,
+                            in.begin() + stateSize + (a + 1) * itemSize);
+          for (int64_t u = 0; u < unroll; ++u) {
+            Value i = k.iadd(k.imul(t, k.c(unroll)), k.c(u));
+            slots[(u + ahead) % unroll] = full
+                                              ? issueFlat(k.iadd(i, k.c(ahead)))
+                                              : issue(k.iadd(i, k.c(ahead)));
+            state = step(i, slots[u], state, /*guard=*/!full, full);
+          }
+          for (int64_t a = 0; a < ahead; ++a)
+            llvm::append_range(state, slots[a]);
+          return state;
+        };
+      };
+      // --gpu-attention-full-loop (dense attention): the steps whose items
+      // all lie in blocks every key of which the token sees (blocks below
+      // (p + 1) / page) run first, without guards or masks; the rest (the
+      // token's own block, the last step's items past the end) after. The
+      // guards and masks made each group's math a branch region of its
+      // own, so ptxas could not overlap one group's softmax and P V with
+      // the next group's decode and scores: at M3's shape the loop step
+      // takes 282 instead of 394 SASS instructions per group with FP8
+      // caches (464 / 576 with NVFP4; ptxas, the rescale path not
+      // counted), and on the H200 at batch 8 / 128K dense attention went
+      // from 337 to 301 us (FP8) and 374 to 322 us (NVFP4; docs/perf.md,
+      // thirty-third session).
+      Value split = k.c(0);
+      SmallVector<Value> carried = loopInit;
+      if (attentionFullLoop && !sparse) {
+        Value fullBlocks = k.idiv(k.iadd(p, k.c(1)), k.c(s.page));
+        Value fullItems = k.imul(
+            g.imin(g.imax(g.isub(fullBlocks, lo), k.c(0)), g.isub(hi, lo)),
+            k.c(perBlock));
+        split = k.idiv(fullItems, k.c(unroll));
+        carried = k.reduceN(k.c(0), split, loopInit, body(true));
+      }
+      loopOut = k.reduceN(split, steps, carried, body(false));
     } else {
       loopOut = k.reduceN(
           k.c(0), items, loopInit,
