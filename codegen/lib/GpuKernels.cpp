@@ -2193,6 +2193,13 @@ static TuningOpt<int> attentionPTerms(
     "(FP8 and NVFP4 caches): 2, a head and the tail P - head (about 22 "
     "bits), or 1, the head alone (11 bits; tuning)");
 
+static TuningOpt<bool> attentionScoreFma(
+    "gpu-attention-score-fma", true,
+    "With --gpu-attention-exp2 and f16 V (FP8 and NVFP4 caches), each "
+    "exponential's argument is one fma of the raw score, the scale and "
+    "(log2 of the f16 P scale) - max, the row maxima taken on the raw "
+    "scores and scaled once (tuning)");
+
 static TuningOpt<bool> attentionFullLoop(
     "gpu-attention-full-loop", true,
     "The per-token dense attention runs the loop steps over blocks every "
@@ -2265,6 +2272,16 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   SmallVector<Value> sv; // [tile][4]
   const bool base2 = attentionExp2;
   Value sScale = base2 ? k.mul(scale, k.cf(float(M_LOG2E))) : scale;
+  // --gpu-attention-score-fma (default on with exp2 and f16 V, i.e. FP8
+  // and NVFP4 caches; bf16 V keeps the multiply): S stays unscaled
+  // (sScale > 0, so the row maxima are the raw maxima times sScale), and
+  // each exponential's argument is fma(s, sScale, log2(kF16PScale) -
+  // mSub): P comes out times kF16PScale with f16 V, so the row sums carry
+  // that factor too (divided out at the warp's stash, as O's). 16 fewer
+  // multiplies and 8 fewer adds per group for 2 multiplies; on the H200
+  // at batch 8 / 128K dense attention 304.5 -> 301.4 us (FP8), 321.0 ->
+  // 315.8 us (NVFP4; docs/perf.md, thirty-third session).
+  const bool fmaScores = base2 && attentionScoreFma && words.vF16;
   // --gpu-attention-score-chains k-steps chains per tile, summed at the
   // end (shorter dependent mma chains; tuning).
   const int64_t chains = std::clamp<int64_t>(attentionScoreChains, 1,
@@ -2278,7 +2295,7 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
       Value x = c[0][e];
       for (int64_t j = 1; j < chains; ++j)
         x = k.add(x, c[j][e]);
-      sv.push_back(k.mul(x, sScale));
+      sv.push_back(fmaScores ? x : k.mul(x, sScale));
     }
   }
   SmallVector<Type> sTypes(sv.size(), k.f32);
@@ -2306,6 +2323,8 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
         k.maxf(k.maxf(sv[e0], sv[e0 + 1]), k.maxf(sv[4 + e0], sv[4 + e0 + 1]));
     for (int64_t off : {1, 2})
       mt = k.maxf(mt, g.shflXor(mt, off));
+    if (fmaScores)
+      mt = k.mul(mt, sScale);
     Value mOld = st[nTiles * 4 + half];
     Value mNew = k.maxf(mOld, mt);
     // UNE: a NaN maximum counts as a change.
@@ -2319,12 +2338,14 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
     // per value (with a finite mNew it does too; a NaN stays NaN).
     Value mSub =
         base2 ? k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(0), mNew) : mNew;
+    Value bias = fmaScores ? k.sub(k.cf(std::log2(kF16PScale)), mSub) : Value();
     for (int64_t nt = 0; nt < 2; ++nt)
       for (int64_t e = e0; e < e0 + 2; ++e) {
         Value &v = sv[nt * 4 + e];
-        v = base2 ? g.ex2(k.sub(v, mSub))
-                  : k.select(k.fcmp(CmpF::OEQ, v, negInf), k.cf(0),
-                             k.exp(k.sub(v, mNew)));
+        v = fmaScores ? g.ex2(math::FmaOp::create(k.b, k.loc, v, sScale, bias))
+            : base2   ? g.ex2(k.sub(v, mSub))
+                      : k.select(k.fcmp(CmpF::OEQ, v, negInf), k.cf(0),
+                                 k.exp(k.sub(v, mNew)));
         sum = k.add(sum, v);
       }
     out[nTiles * 4 + half] = mNew;
@@ -2359,7 +2380,7 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   Type pType = vF16 ? Type(k.b.getF16Type()) : Type(k.b.getBF16Type());
   SmallVector<Value> head, tail;
   for (int64_t i = 0; i < 8; ++i) {
-    Value pv = vF16 ? k.mul(sv[i], k.cf(kF16PScale)) : sv[i];
+    Value pv = vF16 && !fmaScores ? k.mul(sv[i], k.cf(kF16PScale)) : sv[i];
     if (!pTail) {
       head.push_back(pv);
       continue;
@@ -2965,6 +2986,11 @@ void attentionKernel(GK &g, Operation *op) {
     for (int64_t off : {1, 2}) {
       l0 = k.add(l0, g.shflXor(l0, off));
       l1 = k.add(l1, g.shflXor(l1, off));
+    }
+    // --gpu-attention-score-fma: the sums carry kF16PScale like O.
+    if (pScaled && attentionExp2 && attentionScoreFma) {
+      l0 = k.mul(l0, k.cf(1.0 / kF16PScale));
+      l1 = k.mul(l1, k.cf(1.0 / kF16PScale));
     }
     Value wRow = k.imul(g.warp, k.c(16));
     for (int64_t nt = 0; nt < nTiles; ++nt)
