@@ -7161,6 +7161,12 @@ static TuningOpt<int> prologueClusterPrefetch(
     "cluster kernel prefetches into L2 before it waits for "
     "the RMSNorm (tuning)");
 
+static TuningOpt<bool> prologueClusterPairRows(
+    "gpu-prologue-cluster-pair-rows", false,
+    "The prologue's tensor-core cluster kernel keeps token rows t and t + 8 "
+    "of its f16 input interleaved in shared memory, so that one ld.shared.v4 "
+    "is one mma A operand (no register copies; 32 lane bytes; tuning)");
+
 static TuningOpt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", 1,
     "Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
@@ -7191,6 +7197,22 @@ int64_t clusterMmaLocal(int64_t n) { return (kClusterMmaTokens + n - 1) / n; }
 int64_t clusterMmaRowWords(const PrologueShape &s, int64_t n) {
   return s.hidden / n / 2 + 4;
 }
+/// With --gpu-prologue-cluster-pair-rows (32 lane bytes, 4 warps): the
+/// 16-byte units of pair row p (token rows p and p + 8; unit u holds words
+/// 2u' and 2u' + 1 of both rows, row p first: {x_p[2u'], x_{p+8}[2u'],
+/// x_p[2u'+1], x_{p+8}[2u'+1]}, u' = u, one mma A operand) sit at unit u +
+/// u / 8: a pad unit after every 8, so that the 4 lanes of a quad, 8 units
+/// apart, read 4 different bank groups; the pair row's stride is 4 mod 8
+/// units, so that the two quads of a quarter warp take the other 4.
+int64_t clusterMmaPairUnit(int64_t u) { return u + u / 8; }
+int64_t clusterMmaPairRowWords(const PrologueShape &s, int64_t n) {
+  const int64_t units = clusterMmaPairUnit(s.hidden / n / 4);
+  return 4 * (units + ((4 - units % 8) + 8) % 8);
+}
+bool clusterMmaPairRows(const PrologueShape &s, int64_t n, int64_t warps) {
+  return prologueClusterPairRows && prologueClusterLaneBytes == 32 &&
+         warps == 4 && (s.hidden / n) % 64 == 0;
+}
 } // namespace
 
 /// True when steps of 2 to --gpu-prologue-cluster-max-tokens tokens take
@@ -7207,9 +7229,13 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
       (s.hidden / n) % clusterMmaChunk() != 0)
     return false;
   // xs, downs and recv (prologueClusterMmaKernel).
-  const int64_t bytes = 4 * kClusterMmaTokens * clusterMmaRowWords(s, n) +
-                        4 * kClusterMmaTokens +
-                        4 * n * clusterMmaLocal(n) * kTileN;
+  const int64_t xsWords =
+      clusterMmaPairRows(s, n, kGpuThreads / kWarp)
+          ? std::max(kClusterMmaTokens * clusterMmaRowWords(s, n),
+                     8 * clusterMmaPairRowWords(s, n))
+          : kClusterMmaTokens * clusterMmaRowWords(s, n);
+  const int64_t bytes =
+      4 * xsWords + 4 * kClusterMmaTokens + 4 * n * clusterMmaLocal(n) * kTileN;
   return bytes <= kClusterMmaSharedBytes;
 }
 
@@ -7256,7 +7282,11 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     g.declareProgrammatic();
   PrologueBuffers b(g, s);
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
-  Value xs = g.shared(k.i32, kClusterMmaTokens * rowWords);
+  const bool pairRows = clusterMmaPairRows(s, n, g.warps);
+  const int64_t pairWords = clusterMmaPairRowWords(s, n);
+  Value xs = g.shared(
+      k.i32, pairRows ? std::max(kClusterMmaTokens * rowWords, 8 * pairWords)
+                      : kClusterMmaTokens * rowWords);
   Value downs = g.shared(k.f32, kClusterMmaTokens);
   Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
@@ -7346,6 +7376,10 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
               return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
             })[0]);
     }
+    // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
+    // those of row t + 8 (the warp's row j + 8 / warps), and both go out
+    // as pair row t's units (clusterMmaPairUnit).
+    SmallVector<SmallVector<Value>> conv(rowsPerWarp);
     for (int64_t j = 0; j < rowsPerWarp; ++j) {
       Value t = rowOf(j);
       Value m = g.ci32(0);
@@ -7358,7 +7392,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       Value up, down;
       std::tie(up, down) = f16RowScales(g, m);
       k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(downs, t, down, k.f32); });
-      for (int64_t p = 0; p < perLane; ++p) {
+      for (int64_t p = 0; p < perLane && pairRows; ++p)
+        for (int64_t e = 0; e < 4; ++e)
+          conv[j].push_back(bf16WordToF16(
+              g,
+              LLVM::ExtractElementOp::create(k.b, k.loc, raws[j][p], g.ci32(e)),
+              up));
+      for (int64_t p = 0; p < perLane && !pairRows; ++p) {
         Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
         for (int64_t e = 0; e < 4; ++e)
           out = LLVM::InsertElementOp::create(
@@ -7376,6 +7416,28 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             16);
       }
     }
+    for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j) {
+      const int64_t jj = j + 8 / g.warps;
+      for (int64_t p = 0; p < perLane; ++p)
+        for (int64_t h = 0; h < 2; ++h) {
+          // Unit 2 piece + h: words 4 piece + 2 h and + 1 of rows t, t + 8.
+          Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+          const Value words[4] = {
+              conv[j][4 * p + 2 * h], conv[jj][4 * p + 2 * h],
+              conv[j][4 * p + 2 * h + 1], conv[jj][4 * p + 2 * h + 1]};
+          for (int64_t e = 0; e < 4; ++e)
+            out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[e],
+                                                g.ci32(e));
+          Value unit = k.iadd(k.imul(pieceOf(p), k.c(2)), k.c(h));
+          Value at = k.iadd(unit, k.idiv(unit, k.c(8)));
+          LLVM::StoreOp::create(k.b, k.loc, out,
+                                k.gep(xs,
+                                      k.iadd(k.imul(rowOf(j), k.c(pairWords)),
+                                             k.imul(at, k.c(4))),
+                                      k.i32),
+                                16);
+        }
+    }
     g.sync();
     Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
     // The lane's weight bytes and its token row q at chunk 0 (the other
@@ -7386,10 +7448,15 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
               k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
                                    k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
               k.b.getI8Type());
-    Value xAt = k.gep(
-        xs,
-        k.iadd(k.imul(quad, k.c(rowWords)), k.imul(inQuad, k.c(laneBytes / 2))),
-        k.i32);
+    Value xAt =
+        pairRows ? k.gep(xs,
+                         k.iadd(k.imul(quad, k.c(pairWords)),
+                                k.imul(inQuad, k.c(4 * clusterMmaPairUnit(8)))),
+                         k.i32)
+                 : k.gep(xs,
+                         k.iadd(k.imul(quad, k.c(rowWords)),
+                                k.imul(inQuad, k.c(laneBytes / 2))),
+                         k.i32);
     SmallVector<Value> init(4 * tiles, k.cf(0));
     SmallVector<Value> acc = k.reduceN(
         k.c(0), k.c(groups), init,
@@ -7415,7 +7482,22 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                                k.c(clusterMmaChunk() / 2));
             // The lane's words of token rows q (x[0]) and q + 8 (x[1]).
             SmallVector<Value> x[2];
-            for (int64_t h = 0; h < 2; ++h)
+            // --gpu-prologue-cluster-pair-rows: unit j of the lane's
+            // segment of the chunk (32 units, padded to 36) is mma j's A.
+            SmallVector<SmallVector<Value>> units;
+            for (int64_t j = 0; pairRows && j < laneBytes / 4; ++j) {
+              Value at = k.iadd(
+                  k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
+                         k.c(4 * clusterMmaPairUnit(clusterMmaChunk() / 4))),
+                  k.c(4 * j));
+              Value vec = LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                               k.gep(xAt, at, k.i32), 16);
+              units.emplace_back();
+              for (int64_t e = 0; e < 4; ++e)
+                units.back().push_back(
+                    LLVM::ExtractElementOp::create(k.b, k.loc, vec, g.ci32(e)));
+            }
+            for (int64_t h = 0; h < 2 && !pairRows; ++h)
               for (int64_t v = 0; v < laneBytes / 8; ++v) {
                 Value vec = LLVM::LoadOp::create(
                     k.b, k.loc, v4i32,
@@ -7433,11 +7515,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                      g.e4m3WordsToF16(raw[c][nt * (laneBytes / 16) + v], 4))
                   wf.push_back(word);
               for (int64_t j = 0; j < laneBytes / 4; ++j) {
-                SmallVector<Value> d =
-                    g.mma({x[0][2 * j], x[1][2 * j], x[0][2 * j + 1],
-                           x[1][2 * j + 1]},
-                          {wf[2 * j], wf[2 * j + 1]},
-                          ArrayRef<Value>(next).slice(4 * nt, 4), /*f16=*/true);
+                SmallVector<Value> d = g.mma(
+                    pairRows
+                        ? units[j]
+                        : SmallVector<Value>{x[0][2 * j], x[1][2 * j],
+                                             x[0][2 * j + 1], x[1][2 * j + 1]},
+                    {wf[2 * j], wf[2 * j + 1]},
+                    ArrayRef<Value>(next).slice(4 * nt, 4), /*f16=*/true);
                 for (int64_t e = 0; e < 4; ++e)
                   next[4 * nt + e] = d[e];
               }
