@@ -2200,6 +2200,13 @@ static TuningOpt<bool> attentionScoreFma(
     "(log2 of the f16 P scale) - max, the row maxima taken on the raw "
     "scores and scaled once (tuning)");
 
+/// Whether attentionGroupMath takes each exponential's argument in one fma
+/// (--gpu-attention-score-fma) for a group with f16 V (`vF16`): then P and
+/// the row sums carry kF16PScale, which the warp's stash divides out.
+bool attentionScoreFmaFor(bool vF16) {
+  return attentionExp2 && attentionScoreFma && vF16;
+}
+
 static TuningOpt<bool> attentionFullLoop(
     "gpu-attention-full-loop", true,
     "The per-token dense attention runs the loop steps over blocks every "
@@ -2281,7 +2288,7 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   // multiplies and 8 fewer adds per group for 2 multiplies; on the H200
   // at batch 8 / 128K dense attention 304.5 -> 301.4 us (FP8), 321.0 ->
   // 315.8 us (NVFP4; docs/perf.md, thirty-third session).
-  const bool fmaScores = base2 && attentionScoreFma && words.vF16;
+  const bool fmaScores = attentionScoreFmaFor(words.vF16);
   // --gpu-attention-score-chains k-steps chains per tile, summed at the
   // end (shorter dependent mma chains; tuning).
   const int64_t chains = std::clamp<int64_t>(attentionScoreChains, 1,
@@ -2988,7 +2995,7 @@ void attentionKernel(GK &g, Operation *op) {
       l1 = k.add(l1, g.shflXor(l1, off));
     }
     // --gpu-attention-score-fma: the sums carry kF16PScale like O.
-    if (pScaled && attentionExp2 && attentionScoreFma) {
+    if (attentionScoreFmaFor(pScaled)) {
       l0 = k.mul(l0, k.cf(1.0 / kF16PScale));
       l1 = k.mul(l1, k.cf(1.0 / kF16PScale));
     }
