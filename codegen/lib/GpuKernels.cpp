@@ -7220,6 +7220,14 @@ bool clusterMmaPairRows(const PrologueShape &s, int64_t n, int64_t warps) {
   return prologueClusterPairRows && prologueClusterLaneBytes == 32 &&
          warps == 4 && (s.hidden / n) % 64 == 0;
 }
+/// 32-bit words of the kernel's f16 input slice in shared memory (xs):
+/// kClusterMmaTokens rows, or 8 pair rows with
+/// --gpu-prologue-cluster-pair-rows.
+int64_t clusterMmaInputWords(const PrologueShape &s, int64_t n, int64_t warps) {
+  return clusterMmaPairRows(s, n, warps)
+             ? 8 * clusterMmaPairRowWords(s, n)
+             : kClusterMmaTokens * clusterMmaRowWords(s, n);
+}
 } // namespace
 
 /// True when steps of 2 to --gpu-prologue-cluster-max-tokens tokens take
@@ -7236,13 +7244,9 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
       (s.hidden / n) % clusterMmaChunk() != 0)
     return false;
   // xs, downs and recv (prologueClusterMmaKernel).
-  const int64_t xsWords =
-      clusterMmaPairRows(s, n, kGpuThreads / kWarp)
-          ? std::max(kClusterMmaTokens * clusterMmaRowWords(s, n),
-                     8 * clusterMmaPairRowWords(s, n))
-          : kClusterMmaTokens * clusterMmaRowWords(s, n);
-  const int64_t bytes =
-      4 * xsWords + 4 * kClusterMmaTokens + 4 * n * clusterMmaLocal(n) * kTileN;
+  const int64_t bytes = 4 * clusterMmaInputWords(s, n, kGpuThreads / kWarp) +
+                        4 * kClusterMmaTokens +
+                        4 * n * clusterMmaLocal(n) * kTileN;
   return bytes <= kClusterMmaSharedBytes;
 }
 
@@ -7291,9 +7295,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
   const bool pairRows = clusterMmaPairRows(s, n, g.warps);
   const int64_t pairWords = clusterMmaPairRowWords(s, n);
-  Value xs = g.shared(
-      k.i32, pairRows ? std::max(kClusterMmaTokens * rowWords, 8 * pairWords)
-                      : kClusterMmaTokens * rowWords);
+  Value xs = g.shared(k.i32, clusterMmaInputWords(s, n, g.warps));
   Value downs = g.shared(k.f32, kClusterMmaTokens);
   Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
