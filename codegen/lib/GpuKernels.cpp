@@ -2213,6 +2213,15 @@ static TuningOpt<bool> attentionFullLoop(
     "key of which the token sees first, without guards or masks (one basic "
     "block per step but for the O rescale), then the rest (tuning)");
 
+static TuningOpt<int> attentionStepSoftmax(
+    "gpu-attention-step-softmax", 0,
+    "The per-token dense attention's loop over fully visible blocks "
+    "(--gpu-attention-full-loop): 0, an online softmax update per 16-key "
+    "group; 1, one per loop step (every group's scores, one row maximum "
+    "and O rescale, then the P V products, V decoded after the scores), "
+    "the rescale behind a uniform branch; 2, the same with O rescaled "
+    "every step, no branch (tuning)");
+
 static TuningOpt<bool> attentionRingUnroll(
     "gpu-attention-ring-unroll", true,
     "The per-token attention's loop over 16-key groups takes one group more "
@@ -2231,52 +2240,80 @@ constexpr float kF16PScale = 32768.0f;
 /// The key offsets of a lane's four V rows in a 16-key group (plus 2 quad).
 constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
 
-/// One 16-key group of block `blk` (keys key0 .. key0 + 15 of the block) for
-/// this warp, from its fragment words: S = Q K^T, online softmax update of
-/// (max, partial sum) per row, O = O * alpha + P V, for a token at position
-/// `p`. `st` is (O fragments, max r, max r+8, sum r, sum r+8); `scale`
-/// (FP32) multiplies the scores. With --gpu-attention-exp2 the scores and
-/// maxima are in units of log2(e) (scale * log2(e)) and P = 2^(s - max)
-/// by ex2.approx: the same softmax (e^z = 2^(z log2 e)), which the
-/// warp's stash takes back to natural units (max * ln 2).
-SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
-                                      Value key0, Value blk, Value p,
-                                      GroupWords words,
-                                      ArrayRef<SmallVector<Value>> qa,
-                                      Value scale, ValueRange st) {
+/// A 16-key group for attentionGroupsMath: keys key0 .. key0 + 15 of block
+/// `blk`, its fragment words, and the query fragments its scores multiply
+/// (per group: the per-token way may read them back from shared memory for
+/// each group).
+struct MathGroup {
+  Value key0, blk;
+  GroupWords words;
+  SmallVector<SmallVector<Value>> qa;
+  /// When set, called just before the group's P V products to make its V
+  /// words (GroupWords::vw or vb): --gpu-attention-step-softmax decodes a
+  /// step's V rows after every group's scores, so that its registers hold
+  /// the undecoded words meanwhile.
+  std::function<void(GroupWords &)> decodeV;
+};
+
+/// The 16-key groups `groups` for this warp, from their fragment words, as
+/// one online softmax step: S = Q K^T of each group, one update of (max,
+/// partial sum) per row over all their keys, O = O * alpha + sum of P V,
+/// for a token at position `p`. `st` is (O fragments, max r, max r+8, sum
+/// r, sum r+8); `scale` (FP32) multiplies the scores. One group is the
+/// per-group softmax (attentionGroupMath); several share one row maximum,
+/// one alpha and one O rescale (--gpu-attention-step-softmax), which is
+/// the same softmax (FlashAttention-2's update for one block of keys, here
+/// the groups' 16 n; Dao 2023, Algorithm 1) up to the FP32 rounding of the
+/// exponentials' arguments. With --gpu-attention-exp2 the scores and maxima are
+/// in units of log2(e) (scale * log2(e)) and P = 2^(s - max) by ex2.approx: the
+/// same softmax (e^z = 2^(z log2 e)), which the warp's stash takes back to
+/// natural units (max * ln 2).
+SmallVector<Value> attentionGroupsMath(GK &g, const AttentionShape &s, Value p,
+                                       MutableArrayRef<MathGroup> groups,
+                                       Value scale, ValueRange st,
+                                       bool rescaleAlways = false) {
   KB &k = g.k;
   const int64_t d = s.d, kSteps = d / 16, nTiles = d / 8;
+  const int64_t n = groups.size();
   Value quad = k.irem(g.lane, k.c(4));
   Value negInf = k.cf(-INFINITY);
-  SmallVector<SmallVector<Value>> &kw = words.kw, &vw = words.vw;
-  Value blockStart = k.imul(blk, k.c(s.page));
-  Value full =
-      words.knownFull ? g.i1(true) : groupFullyVisible(k, s, blk, key0, p);
-  // Values of keys past the position are never read by the host; zero them
-  // so that P = 0 times a stale Inf or NaN stays 0.
-  SmallVector<Value> vFlat;
-  for (const SmallVector<Value> &row : vw)
-    llvm::append_range(vFlat, row);
-  SmallVector<Type> vTypes(vFlat.size(), k.i32);
-  if (!words.vMasked)
+  SmallVector<Value> blockStart(n), full(n);
+  for (int64_t gi = 0; gi < n; ++gi) {
+    MathGroup &grp = groups[gi];
+    blockStart[gi] = k.imul(grp.blk, k.c(s.page));
+    full[gi] = grp.words.knownFull
+                   ? g.i1(true)
+                   : groupFullyVisible(k, s, grp.blk, grp.key0, p);
+    // Values of keys past the position are never read by the host; zero
+    // them so that P = 0 times a stale Inf or NaN stays 0.
+    if (grp.words.vMasked)
+      continue;
+    assert(!grp.decodeV && "decodeV words must be masked before the decode");
+    SmallVector<SmallVector<Value>> &vw = grp.words.vw;
+    SmallVector<Value> vFlat;
+    for (const SmallVector<Value> &row : vw)
+      llvm::append_range(vFlat, row);
+    SmallVector<Type> vTypes(vFlat.size(), k.i32);
     vFlat = g.ifElse(
-        full, vTypes, [&]() -> SmallVector<Value> { return vFlat; },
+        full[gi], vTypes, [&]() -> SmallVector<Value> { return vFlat; },
         [&]() -> SmallVector<Value> {
           SmallVector<Value> masked;
           for (int64_t i = 0; i < 4; ++i) {
             Value key =
-                k.iadd(key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
-            Value visible = k.icmp(CmpI::sle, k.iadd(blockStart, key), p);
+                k.iadd(grp.key0, k.iadd(k.c(kVKeys[i]), k.imul(quad, k.c(2))));
+            Value visible = k.icmp(CmpI::sle, k.iadd(blockStart[gi], key), p);
             for (Value w : vw[i])
               masked.push_back(k.select(visible, w, g.ci32(0)));
           }
           return masked;
         });
-  for (int64_t i = 0, at = 0; i < int64_t(vw.size()); ++i)
-    for (Value &w : vw[i])
-      w = vFlat[at++];
-  // S fragments of the two 8-key tiles, scaled; -inf past the position.
-  SmallVector<Value> sv; // [tile][4]
+    for (int64_t i = 0, at = 0; i < int64_t(vw.size()); ++i)
+      for (Value &w : vw[i])
+        w = vFlat[at++];
+  }
+  // S fragments of each group's two 8-key tiles, scaled; -inf past the
+  // position.
+  SmallVector<SmallVector<Value>> svs(n); // [group][tile][4]
   const bool base2 = attentionExp2;
   Value sScale = base2 ? k.mul(scale, k.cf(float(M_LOG2E))) : scale;
   // --gpu-attention-score-fma (default on with exp2 and f16 V, i.e. FP8
@@ -2288,46 +2325,57 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   // multiplies and 8 fewer adds per group for 2 multiplies; on the H200
   // at batch 8 / 128K dense attention 304.5 -> 301.4 us (FP8), 321.0 ->
   // 315.8 us (NVFP4; docs/perf.md, thirty-third session).
-  const bool fmaScores = attentionScoreFmaFor(words.vF16);
+  const bool vF16 = groups.front().words.vF16;
+  const bool fmaScores = attentionScoreFmaFor(vF16);
   // --gpu-attention-score-chains k-steps chains per tile, summed at the
   // end (shorter dependent mma chains; tuning).
   const int64_t chains = std::clamp<int64_t>(attentionScoreChains, 1,
                                              std::max<int64_t>(kSteps, 1));
-  for (int64_t nt = 0; nt < 2; ++nt) {
-    SmallVector<SmallVector<Value>> c(chains, SmallVector<Value>(4, k.cf(0)));
-    for (int64_t ks = 0; ks < kSteps; ++ks)
-      c[ks % chains] = g.mma(qa[ks], {kw[nt][2 * ks], kw[nt][2 * ks + 1]},
-                             c[ks % chains], words.kF16);
-    for (int64_t e = 0; e < 4; ++e) {
-      Value x = c[0][e];
-      for (int64_t j = 1; j < chains; ++j)
-        x = k.add(x, c[j][e]);
-      sv.push_back(fmaScores ? x : k.mul(x, sScale));
+  for (int64_t gi = 0; gi < n; ++gi) {
+    MathGroup &grp = groups[gi];
+    SmallVector<Value> &sv = svs[gi];
+    for (int64_t nt = 0; nt < 2; ++nt) {
+      SmallVector<SmallVector<Value>> c(chains, SmallVector<Value>(4, k.cf(0)));
+      for (int64_t ks = 0; ks < kSteps; ++ks)
+        c[ks % chains] =
+            g.mma(grp.qa[ks],
+                  {grp.words.kw[nt][2 * ks], grp.words.kw[nt][2 * ks + 1]},
+                  c[ks % chains], grp.words.kF16);
+      for (int64_t e = 0; e < 4; ++e) {
+        Value x = c[0][e];
+        for (int64_t j = 1; j < chains; ++j)
+          x = k.add(x, c[j][e]);
+        sv.push_back(fmaScores ? x : k.mul(x, sScale));
+      }
     }
+    SmallVector<Type> sTypes(sv.size(), k.f32);
+    sv = g.ifElse(
+        full[gi], sTypes, [&]() -> SmallVector<Value> { return sv; },
+        [&]() -> SmallVector<Value> {
+          SmallVector<Value> masked;
+          // Columns of c0/c1 (and c2/c3): keys 2 * quad, 2 * quad + 1.
+          for (int64_t nt = 0; nt < 2; ++nt)
+            for (int64_t e = 0; e < 4; ++e) {
+              Value slot = k.iadd(
+                  grp.key0, k.iadd(k.c(nt * 8 + e % 2), k.imul(quad, k.c(2))));
+              Value valid = k.icmp(CmpI::sle, k.iadd(blockStart[gi], slot), p);
+              masked.push_back(k.select(valid, sv[nt * 4 + e], negInf));
+            }
+          return masked;
+        });
   }
-  SmallVector<Type> sTypes(sv.size(), k.f32);
-  sv = g.ifElse(
-      full, sTypes, [&]() -> SmallVector<Value> { return sv; },
-      [&]() -> SmallVector<Value> {
-        SmallVector<Value> masked;
-        // Columns of c0/c1 (and c2/c3): keys 2 * quad, 2 * quad + 1.
-        for (int64_t nt = 0; nt < 2; ++nt)
-          for (int64_t e = 0; e < 4; ++e) {
-            Value slot =
-                k.iadd(key0, k.iadd(k.c(nt * 8 + e % 2), k.imul(quad, k.c(2))));
-            Value valid = k.icmp(CmpI::sle, k.iadd(blockStart, slot), p);
-            masked.push_back(k.select(valid, sv[nt * 4 + e], negInf));
-          }
-        return masked;
-      });
   SmallVector<Value> out(st.begin(), st.end());
   Value alpha[2];
   Value grew = arith::ConstantOp::create(k.b, k.loc, k.b.getBoolAttr(false));
   for (int64_t half = 0; half < 2; ++half) {
     // Row `row` holds c0, c1 of both tiles; row `row + 8` c2, c3.
     int64_t e0 = half * 2;
-    Value mt =
-        k.maxf(k.maxf(sv[e0], sv[e0 + 1]), k.maxf(sv[4 + e0], sv[4 + e0 + 1]));
+    Value mt;
+    for (ArrayRef<Value> sv : svs) {
+      Value m = k.maxf(k.maxf(sv[e0], sv[e0 + 1]),
+                       k.maxf(sv[4 + e0], sv[4 + e0 + 1]));
+      mt = mt ? k.maxf(mt, m) : m;
+    }
     for (int64_t off : {1, 2})
       mt = k.maxf(mt, g.shflXor(mt, off));
     if (fmaScores)
@@ -2346,31 +2394,34 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
     Value mSub =
         base2 ? k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(0), mNew) : mNew;
     Value bias = fmaScores ? k.sub(k.cf(std::log2(kF16PScale)), mSub) : Value();
-    for (int64_t nt = 0; nt < 2; ++nt)
-      for (int64_t e = e0; e < e0 + 2; ++e) {
-        Value &v = sv[nt * 4 + e];
-        v = fmaScores ? g.ex2(math::FmaOp::create(k.b, k.loc, v, sScale, bias))
-            : base2   ? g.ex2(k.sub(v, mSub))
+    for (SmallVector<Value> &sv : svs)
+      for (int64_t nt = 0; nt < 2; ++nt)
+        for (int64_t e = e0; e < e0 + 2; ++e) {
+          Value &v = sv[nt * 4 + e];
+          v = fmaScores
+                  ? g.ex2(math::FmaOp::create(k.b, k.loc, v, sScale, bias))
+              : base2 ? g.ex2(k.sub(v, mSub))
                       : k.select(k.fcmp(CmpF::OEQ, v, negInf), k.cf(0),
                                  k.exp(k.sub(v, mNew)));
-        sum = k.add(sum, v);
-      }
+          sum = k.add(sum, v);
+        }
     out[nTiles * 4 + half] = mNew;
     out[nTiles * 4 + 2 + half] = sum;
   }
   // O * alpha, skipped when no row maximum of the warp moved (alpha = 1 in
-  // every lane then, and the product is O): a uniform branch.
+  // every lane then, and the product is O): a uniform branch. With
+  // `rescaleAlways` no branch: the multiplies every time.
   SmallVector<Value> o(st.begin(), st.begin() + nTiles * 4);
   SmallVector<Type> oTypes(o.size(), k.f32);
-  o = g.ifElse(
-      g.anyLane(grew), oTypes,
-      [&]() -> SmallVector<Value> {
-        SmallVector<Value> scaled;
-        for (int64_t i = 0; i < nTiles * 4; ++i)
-          scaled.push_back(k.mul(o[i], alpha[(i % 4) / 2]));
-        return scaled;
-      },
-      [&]() -> SmallVector<Value> { return o; });
+  auto rescaled = [&]() -> SmallVector<Value> {
+    SmallVector<Value> scaled;
+    for (int64_t i = 0; i < nTiles * 4; ++i)
+      scaled.push_back(k.mul(o[i], alpha[(i % 4) / 2]));
+    return scaled;
+  };
+  o = rescaleAlways ? rescaled()
+                    : g.ifElse(g.anyLane(grew), oTypes, rescaled,
+                               [&]() -> SmallVector<Value> { return o; });
   // P as the A operand (16 rows x 16 keys), split into a bf16 head and a
   // bf16 tail (P - head): two products keep P to about 16 bits, which the
   // host's FP32 reference needs (one bf16 P alone is 8 bits). With f16 V
@@ -2382,55 +2433,77 @@ SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
   // --gpu-attention-p-terms=1 keeps the f16 head alone (P to f16's 11
   // bits, relative error at most 2^-12; MSA's FP8 kernels multiply
   // E4M3(448 P), spec 3.2): half the P V products.
-  const bool vF16 = words.vF16;
   const bool pTail = !vF16 || attentionPTerms != 1;
   Type pType = vF16 ? Type(k.b.getF16Type()) : Type(k.b.getBF16Type());
-  SmallVector<Value> head, tail;
-  for (int64_t i = 0; i < 8; ++i) {
-    Value pv = vF16 && !fmaScores ? k.mul(sv[i], k.cf(kF16PScale)) : sv[i];
-    if (!pTail) {
-      head.push_back(pv);
-      continue;
+  for (int64_t gi = 0; gi < n; ++gi) {
+    GroupWords &words = groups[gi].words;
+    if (groups[gi].decodeV)
+      groups[gi].decodeV(words);
+    SmallVector<Value> head, tail;
+    for (int64_t i = 0; i < 8; ++i) {
+      Value pv =
+          vF16 && !fmaScores ? k.mul(svs[gi][i], k.cf(kF16PScale)) : svs[gi][i];
+      if (!pTail) {
+        head.push_back(pv);
+        continue;
+      }
+      head.push_back(g.roundTo(pv, pType));
+      tail.push_back(k.sub(pv, head.back()));
     }
-    head.push_back(g.roundTo(pv, pType));
-    tail.push_back(k.sub(pv, head.back()));
-  }
-  auto pack = [&](ArrayRef<Value> v) -> SmallVector<Value> {
-    SmallVector<Value> r;
-    for (int64_t i = 0; i < 8; i += 2)
-      r.push_back(vF16 ? g.packF16(v[i], v[i + 1])
-                       : g.packBF16(v[i], v[i + 1]));
-    return r;
-  };
-  SmallVector<Value> pa = pack(head),
-                     pb = pTail ? pack(tail) : SmallVector<Value>();
-  // V as B (keys x channels, column-major): channel `nt` of this lane's
-  // piece of two keys per register.
-  auto half16 = [&](Value word, int64_t which) -> Value {
-    Value v =
-        which ? arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(16)) : word;
-    return arith::TruncIOp::create(k.b, k.loc, k.i16, v);
-  };
-  for (int64_t nt = 0; nt < nTiles; ++nt) {
-    auto vword = [&](int64_t a, int64_t b) {
-      // --gpu-attention-v-prmt: the two halves in one byte permute
-      // (0x5410: both low halves, 0x7632: both high halves).
-      if (attentionVPrmt)
-        return g.prmt(vw[a][nt / 2], vw[b][nt / 2],
-                      g.ci32(nt % 2 ? 0x7632 : 0x5410));
-      return g.packBits(half16(vw[a][nt / 2], nt % 2),
-                        half16(vw[b][nt / 2], nt % 2));
+    auto pack = [&](ArrayRef<Value> v) -> SmallVector<Value> {
+      SmallVector<Value> r;
+      for (int64_t i = 0; i < 8; i += 2)
+        r.push_back(vF16 ? g.packF16(v[i], v[i + 1])
+                         : g.packBF16(v[i], v[i + 1]));
+      return r;
     };
-    SmallVector<Value> c(o.begin() + nt * 4, o.begin() + nt * 4 + 4);
-    Value b0 = words.vb.empty() ? vword(0, 1) : words.vb[nt][0];
-    Value b1 = words.vb.empty() ? vword(2, 3) : words.vb[nt][1];
-    c = g.mma(pa, {b0, b1}, c, vF16);
-    if (pTail)
-      c = g.mma(pb, {b0, b1}, c, vF16);
-    for (int64_t e = 0; e < 4; ++e)
-      out[nt * 4 + e] = c[e];
+    SmallVector<Value> pa = pack(head),
+                       pb = pTail ? pack(tail) : SmallVector<Value>();
+    // V as B (keys x channels, column-major): channel `nt` of this lane's
+    // piece of two keys per register.
+    SmallVector<SmallVector<Value>> &vw = words.vw;
+    auto half16 = [&](Value word, int64_t which) -> Value {
+      Value v =
+          which ? arith::ShRUIOp::create(k.b, k.loc, word, g.ci32(16)) : word;
+      return arith::TruncIOp::create(k.b, k.loc, k.i16, v);
+    };
+    for (int64_t nt = 0; nt < nTiles; ++nt) {
+      auto vword = [&](int64_t a, int64_t b) {
+        // --gpu-attention-v-prmt: the two halves in one byte permute
+        // (0x5410: both low halves, 0x7632: both high halves).
+        if (attentionVPrmt)
+          return g.prmt(vw[a][nt / 2], vw[b][nt / 2],
+                        g.ci32(nt % 2 ? 0x7632 : 0x5410));
+        return g.packBits(half16(vw[a][nt / 2], nt % 2),
+                          half16(vw[b][nt / 2], nt % 2));
+      };
+      SmallVector<Value> c(o.begin() + nt * 4, o.begin() + nt * 4 + 4);
+      Value b0 = words.vb.empty() ? vword(0, 1) : words.vb[nt][0];
+      Value b1 = words.vb.empty() ? vword(2, 3) : words.vb[nt][1];
+      c = g.mma(pa, {b0, b1}, c, vF16);
+      if (pTail)
+        c = g.mma(pb, {b0, b1}, c, vF16);
+      for (int64_t e = 0; e < 4; ++e)
+        o[nt * 4 + e] = c[e];
+    }
   }
+  for (int64_t i = 0; i < nTiles * 4; ++i)
+    out[i] = o[i];
   return out;
+}
+
+/// One 16-key group of block `blk` (keys key0 .. key0 + 15 of the block) for
+/// this warp, from its fragment words: attentionGroupsMath's softmax step
+/// on that group alone.
+SmallVector<Value> attentionGroupMath(GK &g, const AttentionShape &s,
+                                      Value key0, Value blk, Value p,
+                                      GroupWords words,
+                                      ArrayRef<SmallVector<Value>> qa,
+                                      Value scale, ValueRange st) {
+  MathGroup grp{key0, blk, std::move(words),
+                SmallVector<SmallVector<Value>>(qa.begin(), qa.end()), nullptr};
+  return attentionGroupsMath(g, s, p, MutableArrayRef<MathGroup>(grp), scale,
+                             st);
 }
 
 /// Scale bytes of `n` channels of an NVFP4 cache row (one per 16, at
@@ -2622,15 +2695,17 @@ SmallVector<Value> attentionGroupRaw(GK &g, const AttentionShape &s, Value grp,
   return raw;
 }
 
-/// attentionGroupMath on group `grp` of block `blk` from attentionGroupRaw's
-/// `raw` words, decoded here (`table`: the NVFP4 decode table in shared
-/// memory, or null: no NVFP4 cache, or g.e2m1).
-SmallVector<Value>
-attentionGroupFromRaw(GK &g, const AttentionShape &s, Value grp, Value blk,
-                      Value p, ArrayRef<Value> raw, msa::PagedCacheType type,
-                      msa::PagedCacheType vtype, Value table,
-                      ArrayRef<SmallVector<Value>> qa, Value scale,
-                      ValueRange st, bool knownFull = false) {
+/// Group `grp` of block `blk` for attentionGroupsMath from
+/// attentionGroupRaw's `raw` words, decoded here (`table`: the NVFP4 decode
+/// table in shared memory, or null: no NVFP4 cache, or g.e2m1). With
+/// `deferV` only the K rows are decoded here, and the V rows (as loaded,
+/// masked) in MathGroup::decodeV, when the group's P V products need them.
+MathGroup attentionGroupWords(GK &g, const AttentionShape &s, Value grp,
+                              Value blk, Value p, ArrayRef<Value> raw,
+                              msa::PagedCacheType type,
+                              msa::PagedCacheType vtype, Value table,
+                              ArrayRef<SmallVector<Value>> qa, bool knownFull,
+                              bool deferV) {
   KB &k = g.k;
   const int64_t d = s.d;
   const int64_t kn = cacheRowRawWords(type, d / 4),
@@ -2657,7 +2732,11 @@ attentionGroupFromRaw(GK &g, const AttentionShape &s, Value grp, Value blk,
           }
           return masked;
         });
-  GroupWords words;
+  MathGroup out;
+  out.key0 = key0;
+  out.blk = blk;
+  out.qa.assign(qa.begin(), qa.end());
+  GroupWords &words = out.words;
   words.vMasked = true;
   words.knownFull = knownFull;
   words.kF16 = f16Operands(type);
@@ -2675,11 +2754,14 @@ attentionGroupFromRaw(GK &g, const AttentionShape &s, Value grp, Value blk,
   const bool vBytes = attentionVPrmt && (d / 8) % 4 == 0 &&
                       (isa<Float8E4M3FNType>(vtype.getElementType()) ||
                        (isNVFP4Cache(vtype) && e4m3Table));
-  for (int64_t i = 0; i < 4 && !vBytes; ++i)
-    words.vw.push_back(
-        decodeCacheRowRaw(g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn),
-                          d / 8, table, words.vF16, e4m3Table));
-  if (vBytes) {
+  auto decodeV = [&g, d, vn, vtype, table, e4m3Table, vBytes,
+                  vRaw](GroupWords &words) {
+    for (int64_t i = 0; i < 4 && !vBytes; ++i)
+      words.vw.push_back(
+          decodeCacheRowRaw(g, vtype, ArrayRef<Value>(vRaw).slice(i * vn, vn),
+                            d / 8, table, words.vF16, e4m3Table));
+    if (!vBytes)
+      return;
     SmallVector<SmallVector<Value>> bytes;
     for (int64_t i = 0; i < 4; ++i) {
       ArrayRef<Value> row = ArrayRef<Value>(vRaw).slice(i * vn, vn);
@@ -2699,9 +2781,26 @@ attentionGroupFromRaw(GK &g, const AttentionShape &s, Value grp, Value blk,
           words.vb[4 * j + 2 * h][pr] = ops[0];
           words.vb[4 * j + 2 * h + 1][pr] = ops[1];
         }
-  }
-  return attentionGroupMath(g, s, key0, blk, p, std::move(words), qa, scale,
-                            st);
+  };
+  if (deferV)
+    out.decodeV = decodeV;
+  else
+    decodeV(words);
+  return out;
+}
+
+/// attentionGroupsMath on group `grp` of block `blk` alone, from
+/// attentionGroupRaw's `raw` words (attentionGroupWords).
+SmallVector<Value>
+attentionGroupFromRaw(GK &g, const AttentionShape &s, Value grp, Value blk,
+                      Value p, ArrayRef<Value> raw, msa::PagedCacheType type,
+                      msa::PagedCacheType vtype, Value table,
+                      ArrayRef<SmallVector<Value>> qa, Value scale,
+                      ValueRange st, bool knownFull = false) {
+  MathGroup group = attentionGroupWords(g, s, grp, blk, p, raw, type, vtype,
+                                        table, qa, knownFull, /*deferV=*/false);
+  return attentionGroupsMath(g, s, p, MutableArrayRef<MathGroup>(group), scale,
+                             st);
 }
 
 /// A 16-key group staged in shared memory (the multi-token attention path):
@@ -3183,13 +3282,29 @@ void attentionKernel(GK &g, Operation *op) {
           for (int64_t a = 0; a < ahead; ++a)
             slots[a].assign(in.begin() + stateSize + a * itemSize,
                             in.begin() + stateSize + (a + 1) * itemSize);
+          // --gpu-attention-step-softmax: the full steps' groups as one
+          // softmax step (attentionGroupsMath), each group's K decoded and
+          // scored as it comes, its V rows decoded for its P V products.
+          const bool oneStep = full && attentionStepSoftmax > 0;
+          SmallVector<MathGroup, 4> stepGroups;
           for (int64_t u = 0; u < unroll; ++u) {
             Value i = k.iadd(k.imul(t, k.c(unroll)), k.c(u));
             slots[(u + ahead) % unroll] = full
                                               ? issueFlat(k.iadd(i, k.c(ahead)))
                                               : issue(k.iadd(i, k.c(ahead)));
-            state = step(i, slots[u], state, /*guard=*/!full, full);
+            if (oneStep)
+              stepGroups.push_back(attentionGroupWords(
+                  g, s, groupOf(i), slots[u][0], p,
+                  ArrayRef<Value>(slots[u]).drop_front(), type, vtype,
+                  decodeTable, qShared ? sharedQ() : qa, /*knownFull=*/true,
+                  /*deferV=*/true));
+            else
+              state = step(i, slots[u], state, /*guard=*/!full, full);
           }
+          if (oneStep)
+            state = attentionGroupsMath(
+                g, s, p, stepGroups, itemScale, state,
+                /*rescaleAlways=*/attentionStepSoftmax == 2);
           for (int64_t a = 0; a < ahead; ++a)
             llvm::append_range(state, slots[a]);
           return state;

@@ -1,0 +1,180 @@
+#!/bin/bash
+# Trials prepared while no H200 was lent (docs/perf.md, thirty-third and
+# thirty-fourth sessions), to check and time in one or two device calls:
+#   - --gpu-attention-step-softmax=1/2: the dense decode attention's full
+#     loop takes each step's 3 groups (M3) as one online softmax step
+#     (issue 7);
+#   - --gpu-prologue-cluster-pair-rows: the 2-16-token prologue cluster
+#     kernel's A operands straight from shared memory (issue 6);
+#   - the tiny model with NVFP4 caches as main builds it (not run on a GPU
+#     since the thirty-third session's score fma);
+#   - where the dense attention's and the indexer's warps wait: ncu's
+#     per-SASS-instruction stall samples (bench/ncu_stalls.py).
+#
+#   bench/h200-prepared-trials.sh inputs DIR [BUILD]   (here: builds DIR)
+#   bash DIR/h200-prepared-trials.sh run DIR OUT [PARTS] (on the H200)
+#
+# PARTS (comma-separated, default checks,attention,prologue,stalls):
+#   checks     msac-host-check --quick on the tiny model (NVFP4 as main
+#              builds it; FP8 and NVFP4 with each step mode) and on a
+#              2,048-channel FP8 model with the pair rows (its chunked
+#              prefill of 1-16 tokens runs the cluster kernel);
+#              bench/m3_ops_check.py on M3's decode (batch 8, 8K) with
+#              each step mode and format
+#   attention  per-launch medians of dense / sparse attention and
+#              index_score at 128K, batch 8 and 1, main and each step
+#              mode, FP8 and NVFP4 caches, 2 runs
+#   prologue   the CUDA-graph ranges of the prologue (dense 2:6, MSA
+#              17:21, RMSNorm + dense 1:6) at 1, 2, 4, 8 and 16 tokens,
+#              main (A0) against the pair rows (PR), medians of 3 runs
+#   stalls     ncu source-page stall samples of the dense attention and
+#              index_score at batch 8 / 128K, FP8 and NVFP4 (CSV per
+#              kernel in OUT, summarized by bench/ncu_stalls.py)
+set -eu
+mode=$1
+DIR=$2
+if [ "$mode" = inputs ]; then
+  ROOT=$(cd "$(dirname "$0")/.." && pwd)
+  BIN=$(cd "${3:-$ROOT/build}" && pwd)/bin
+  CUDA=${CUDA_HOME:-/usr/local/cuda}
+  mkdir -p "$DIR"
+  cp "$BIN/msac-run" "$BIN/msac-host-check" "$BIN/msac-synth" "$0" \
+    "$ROOT/bench/m3_ops_check.py" "$ROOT/bench/ncu_stalls.py" \
+    "$ROOT/models/minimax-m3/config.json" "$DIR/"
+  cd "$DIR"
+  rm -rf m3 tiny h2048 ./*.msa
+  sed -e 's/"hidden_size": 256/"hidden_size": 2048/' \
+    "$ROOT/test/Codegen/Inputs/head128-config.json" > h2048-config.json
+  "$BIN/msac-synth" m3 --config config.json --layers 2 --weights zero > /dev/null
+  "$BIN/msac-synth" tiny > /dev/null
+  "$BIN/msac-synth" h2048 --config h2048-config.json --layers 2 --seed 3 > /dev/null
+  C="--target sm_90a --cuda-toolkit $CUDA"
+  "$BIN/msac" compile tiny $C --kv-cache-dtype nvfp4 --index-cache-dtype nvfp4 \
+    -o tiny-nvfp4.msa > /dev/null
+  for c in fp8 nvfp4; do for s in 1 2; do
+    "$BIN/msac" compile tiny $C --kv-cache-dtype $c --index-cache-dtype $c \
+      --gpu-attention-step-softmax=$s -o tiny-$c-s$s.msa > /dev/null
+  done; done
+  "$BIN/msac" compile h2048 $C --quantize-weights fp8-tensor \
+    --gpu-prologue-cluster-pair-rows -o h2048-pr.msa > /dev/null
+  gzip -1 h2048-pr.msa/weights.bin
+  C="$C --strip-weights"
+  for c in fp8 nvfp4; do
+    K="--kv-cache-dtype $c --index-cache-dtype $c"
+    "$BIN/msac" compile m3 $C $K -o m3-$c.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=1 -o m3-$c-s1.msa > /dev/null &
+    wait
+    "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=2 -o m3-$c-s2.msa > /dev/null
+  done
+  "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor -o A0.msa > /dev/null &
+  "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
+    --gpu-prologue-cluster-pair-rows -o PR.msa > /dev/null &
+  wait
+  sha256sum tiny/model.safetensors h2048/model.safetensors > sums.txt
+  rm -rf m3 h2048 tiny/model.safetensors
+  du -sh .
+  exit 0
+fi
+[ "$mode" = run ] || { echo "usage: $0 inputs DIR [BUILD] | run DIR OUT [PARTS]" >&2; exit 2; }
+OUT=$(mkdir -p "$3" && cd "$3" && pwd)
+PARTS=,${4:-checks,attention,prologue,stalls},
+cd "$DIR"
+chmod +x msac-run msac-host-check msac-synth
+export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+status=0
+if [[ $PARTS == *,checks,* ]]; then
+  [ -f h2048-pr.msa/weights.bin ] || gunzip h2048-pr.msa/weights.bin.gz
+  ./msac-synth tiny > /dev/null
+  ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 > /dev/null
+  sha256sum -c --quiet sums.txt || { echo "checks: checkpoints differ"; status=1; }
+  # The references run on the CPU: the checks side by side.
+  for a in tiny-nvfp4 tiny-fp8-s1 tiny-nvfp4-s1 tiny-fp8-s2 tiny-nvfp4-s2; do
+    timeout 400 ./msac-host-check $a.msa tiny --quick --device cuda \
+      > "$OUT/check-$a.txt" 2>&1 &
+  done
+  timeout 500 ./msac-host-check h2048-pr.msa h2048 --quick --device cuda \
+    --quantize-weights fp8-tensor > "$OUT/check-h2048-pr.txt" 2>&1 &
+  for v in fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2; do
+    d=$(mktemp -d)
+    timeout 120 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
+      --batch 8 --context 8192 --steps 1 --warmup 1 --dump "$d" > /dev/null || status=1
+    timeout 300 python3 m3_ops_check.py "$d" --config config.json > "$OUT/ops-$v.txt" 2>&1 || status=1
+    echo "ops $v: $(grep -c '| PASS' "$OUT/ops-$v.txt") PASS, $(grep -c '| FAIL' "$OUT/ops-$v.txt") FAIL"
+    grep -E '\| FAIL|attention' "$OUT/ops-$v.txt" | head -6
+    rm -rf "$d"
+  done
+  for i in 1 2 3 4 5 6; do wait -n || status=1; done
+  for a in tiny-nvfp4 tiny-fp8-s1 tiny-nvfp4-s1 tiny-fp8-s2 tiny-nvfp4-s2 h2048-pr; do
+    echo "== $a: $(grep -E "token-by-token decode 300|1-16\) 300|passed|FAILED" "$OUT/check-$a.txt" | tr -s ' ' | paste -sd'|')"
+  done
+fi
+if [[ $PARTS == *,attention,* ]]; then
+  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-s1 fp8-s2 nvfp4 nvfp4-s1 nvfp4-s2}; do
+    echo "== $v B=$B rep=$rep"
+    timeout 60 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
+      --batch $B --context 131072 --steps 20 --warmup 3 | grep -E "dense_attention|sparse_attention|index_score"
+  done; done; done > "$OUT/attention-times.txt" 2>&1 || status=1
+  python3 - "$OUT/attention-times.txt" <<'PY'
+import collections, re, statistics, sys
+d = collections.defaultdict(list); cur = None
+for line in open(sys.argv[1]):
+    m = re.match(r"== (\S+) B=(\d+) rep=\d", line)
+    if m:
+        cur = (m.group(1), int(m.group(2))); continue
+    m = re.match(r"\| msa\.(\w+) \| \d+ \| ([\d.]+) \|", line)
+    if m and cur:
+        d[cur + (m.group(1),)].append(float(m.group(2)))
+ops = ("dense_attention", "sparse_attention", "index_score")
+print("us per launch (runs): " + " / ".join(ops))
+for (v, b) in sorted({k[:2] for k in d}, key=lambda k: (-k[1], k[0])):
+    print(f"{v:10s} B={b}: " + " / ".join(
+        ",".join(f"{x:.1f}" for x in d[(v, b, o)]) for o in ops))
+PY
+fi
+if [[ $PARTS == *,prologue,* ]]; then
+  R="--graph-range 2:6 --graph-range 17:21 --graph-range 1:6"
+  for rep in 1 2 3; do for T in 1 2 4 8 16; do for a in A0 PR; do
+    echo "== $a T=$T rep=$rep"
+    timeout 30 ./msac-run bench-decode $a.msa --device cuda --dummy-weights \
+      --batch $T --steps 30 --warmup 3 $R | grep -E "CUDA graph"
+  done; done; done > "$OUT/prologue-times.txt" 2>&1 || status=1
+  python3 - "$OUT/prologue-times.txt" <<'PY'
+import re, statistics, sys
+cur = None; d = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"== (\w+) T=(\d+) rep=(\d)", line)
+    if m:
+        cur = (m.group(1), int(m.group(2))); i = 0; continue
+    m = re.search(r"in a CUDA graph: ([\d.]+) us", line)
+    if m and cur:
+        d.setdefault(cur + (i,), []).append(float(m.group(1))); i += 1
+print("us: dense prologue / MSA prologue / norm + dense prologue, median of 3 runs (min-max)")
+for T in (1, 2, 4, 8, 16):
+    for a in ("A0", "PR"):
+        print(f"T={T} {a}: " + "  ".join(
+            f"{statistics.median(d.get((a, T, i), [0])):.2f} "
+            f"({min(d.get((a, T, i), [0])):.2f}-{max(d.get((a, T, i), [0])):.2f})"
+            for i in range(3)))
+PY
+fi
+if [[ $PARTS == *,stalls,* ]]; then
+  NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+  for c in fp8 nvfp4; do for kern in dense_attention index_score; do
+    rep="$OUT/ncu-$c-$kern"
+    # The second launch of the kernel (the first step's is warm-up).
+    timeout 300 "$NCU" --section SourceCounters --section WarpStateStats \
+      --section SchedulerStats -k "regex:${kern}\$" --launch-skip 1 --launch-count 1 \
+      -f -o "$rep" ./msac-run bench-decode m3-$c.msa --device cuda --dummy-weights \
+      --batch 8 --context 131072 --steps 2 --warmup 0 --no-cuda-graphs > "$rep.log" 2>&1 || status=1
+    "$NCU" --import "$rep.ncu-rep" --page source --print-source sass --csv \
+      > "$rep-sass.csv" 2>> "$rep.log" || status=1
+    "$NCU" --import "$rep.ncu-rep" --page details > "$rep-details.txt" 2>> "$rep.log" || true
+    "$NCU" --import "$rep.ncu-rep" --page raw --csv > "$rep-raw.csv" 2>> "$rep.log" || true
+    echo "== $c $kern"
+    python3 ncu_stalls.py "$rep-sass.csv" --top 25 > "$rep-summary.txt" 2>&1 || status=1
+    head -45 "$rep-summary.txt"
+    rm -f "$rep.ncu-rep"
+  done; done
+fi
+exit $status
