@@ -27,9 +27,10 @@
 #   prologue   the CUDA-graph ranges of the prologue (dense 2:6, MSA
 #              17:21, RMSNorm + dense 1:6) at 1, 2, 4, 8 and 16 tokens,
 #              main (A0) against the pair rows (PR), medians of 3 runs
-#   stalls     ncu source-page stall samples of the dense attention and
-#              index_score at batch 8 / 128K, FP8 and NVFP4 (CSV per
-#              kernel in OUT, summarized by bench/ncu_stalls.py)
+#   stalls     ncu source-page stall samples of the dense and sparse
+#              attention and index_score at batch 8 / 128K, FP8 and
+#              NVFP4 (CSV per kernel in OUT, summarized by
+#              bench/ncu_stalls.py)
 set -eu
 mode=$1
 DIR=$2
@@ -160,7 +161,7 @@ PY
 fi
 if [[ $PARTS == *,stalls,* ]]; then
   NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
-  for c in fp8 nvfp4; do for kern in dense_attention index_score; do
+  for c in fp8 nvfp4; do for kern in dense_attention sparse_attention index_score; do
     rep="$OUT/ncu-$c-$kern"
     # The second launch of the kernel (the first step's is warm-up).
     timeout 300 "$NCU" --section SourceCounters --section WarpStateStats \
