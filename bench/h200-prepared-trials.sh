@@ -4,6 +4,9 @@
 #   - --gpu-attention-step-softmax=1/2: the dense decode attention's full
 #     loop takes each step's 3 groups (M3) as one online softmax step
 #     (issue 7);
+#   - --gpu-attention-stash-weights: the attention's combine of its warps'
+#     results computes each warp's weight once per head, not per channel
+#     (sparse attention: about a third of its instructions; issue 7);
 #   - --gpu-prologue-cluster-pair-rows: the 2-16-token prologue cluster
 #     kernel's A operands straight from shared memory (issue 6);
 #   - the tiny model with NVFP4 caches as main builds it (not run on a GPU
@@ -16,14 +19,15 @@
 #
 # PARTS (comma-separated, default checks,attention,prologue,stalls):
 #   checks     msac-host-check --quick on the tiny model (NVFP4 as main
-#              builds it; FP8 and NVFP4 with each step mode) and on a
+#              builds it; FP8 and NVFP4 with step mode 1 and the stash
+#              weights together (s1w), and with step mode 2) and on a
 #              2,048-channel FP8 model with the pair rows (its chunked
 #              prefill of 1-16 tokens runs the cluster kernel);
 #              bench/m3_ops_check.py on M3's decode (batch 8, 8K) with
-#              each step mode and format
+#              each flag (s1, s2, sw) and format
 #   attention  per-launch medians of dense / sparse attention and
-#              index_score at 128K, batch 8 and 1, main and each step
-#              mode, FP8 and NVFP4 caches, 2 runs
+#              index_score at 128K, batch 8 and 1, main, each step
+#              mode and the stash weights, FP8 and NVFP4 caches, 2 runs
 #   prologue   the CUDA-graph ranges of the prologue (dense 2:6, MSA
 #              17:21, RMSNorm + dense 1:6) at 1, 2, 4, 8 and 16 tokens,
 #              main (A0) against the pair rows (PR), medians of 3 runs
@@ -52,10 +56,13 @@ if [ "$mode" = inputs ]; then
   C="--target sm_90a --cuda-toolkit $CUDA"
   "$BIN/msac" compile tiny $C --kv-cache-dtype nvfp4 --index-cache-dtype nvfp4 \
     -o tiny-nvfp4.msa > /dev/null
-  for c in fp8 nvfp4; do for s in 1 2; do
-    "$BIN/msac" compile tiny $C --kv-cache-dtype $c --index-cache-dtype $c \
-      --gpu-attention-step-softmax=$s -o tiny-$c-s$s.msa > /dev/null
-  done; done
+  for c in fp8 nvfp4; do
+    K="--kv-cache-dtype $c --index-cache-dtype $c"
+    "$BIN/msac" compile tiny $C $K --gpu-attention-step-softmax=1 \
+      --gpu-attention-stash-weights -o tiny-$c-s1w.msa > /dev/null
+    "$BIN/msac" compile tiny $C $K --gpu-attention-step-softmax=2 \
+      -o tiny-$c-s2.msa > /dev/null
+  done
   "$BIN/msac" compile h2048 $C --quantize-weights fp8-tensor \
     --gpu-prologue-cluster-pair-rows -o h2048-pr.msa > /dev/null
   gzip -1 h2048-pr.msa/weights.bin
@@ -65,7 +72,9 @@ if [ "$mode" = inputs ]; then
     "$BIN/msac" compile m3 $C $K -o m3-$c.msa > /dev/null &
     "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=1 -o m3-$c-s1.msa > /dev/null &
     wait
-    "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=2 -o m3-$c-s2.msa > /dev/null
+    "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=2 -o m3-$c-s2.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K --gpu-attention-stash-weights -o m3-$c-sw.msa > /dev/null &
+    wait
   done
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor -o A0.msa > /dev/null &
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
@@ -90,13 +99,13 @@ if [[ $PARTS == *,checks,* ]]; then
   ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force > /dev/null
   sha256sum -c --quiet sums.txt || { echo "checks: checkpoints differ"; status=1; }
   # The references run on the CPU: the checks side by side.
-  for a in tiny-nvfp4 tiny-fp8-s1 tiny-nvfp4-s1 tiny-fp8-s2 tiny-nvfp4-s2; do
+  for a in tiny-nvfp4 tiny-fp8-s1w tiny-nvfp4-s1w tiny-fp8-s2 tiny-nvfp4-s2; do
     timeout 400 ./msac-host-check $a.msa tiny --quick --device cuda \
       > "$OUT/check-$a.txt" 2>&1 &
   done
   timeout 500 ./msac-host-check h2048-pr.msa h2048 --quick --device cuda \
     --quantize-weights fp8-tensor > "$OUT/check-h2048-pr.txt" 2>&1 &
-  for v in fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2; do
+  for v in fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw; do
     d=$(mktemp -d)
     timeout 120 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch 8 --context 8192 --steps 1 --warmup 1 --dump "$d" > /dev/null || status=1
@@ -106,12 +115,12 @@ if [[ $PARTS == *,checks,* ]]; then
     rm -rf "$d"
   done
   for i in 1 2 3 4 5 6; do wait -n || status=1; done
-  for a in tiny-nvfp4 tiny-fp8-s1 tiny-nvfp4-s1 tiny-fp8-s2 tiny-nvfp4-s2 h2048-pr; do
+  for a in tiny-nvfp4 tiny-fp8-s1w tiny-nvfp4-s1w tiny-fp8-s2 tiny-nvfp4-s2 h2048-pr; do
     echo "== $a: $(grep -E "token-by-token decode 300|1-16\) 300|passed|FAILED" "$OUT/check-$a.txt" | tr -s ' ' | paste -sd'|')"
   done
 fi
 if [[ $PARTS == *,attention,* ]]; then
-  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-s1 fp8-s2 nvfp4 nvfp4-s1 nvfp4-s2}; do
+  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-s1 fp8-s2 fp8-sw nvfp4 nvfp4-s1 nvfp4-s2 nvfp4-sw}; do
     echo "== $v B=$B rep=$rep"
     timeout 60 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch $B --context 131072 --steps 20 --warmup 3 | grep -E "dense_attention|sparse_attention|index_score"

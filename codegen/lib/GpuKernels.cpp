@@ -2097,10 +2097,10 @@ AttentionShape attentionShape(Operation *op) {
 /// ceil(kDecodeItems / (T Hkv)) clamped to [minChunks, maxChunks], so that
 /// a decode step has about kDecodeItems (T, KV head, chunk) work items and
 /// a step of many tokens keeps the fixed count minChunks (M3, Hkv = 4:
-/// dense 64 chunks up to T = 2, 32 at T = 4, 16 from T = 8; sparse 16 up to
-/// T = 8, 8 from T = 16). A sparse row's K slots go to chunks of
-/// ceil(K / C) slots, a dense row's blocks to chunks of ceil(blocks / C)
-/// (trailing chunks may be empty).
+/// dense 64 chunks up to T = 2, 32 at T = 4, 16 from T = 8; sparse 8 at
+/// every T, kSparseChunks = kSparseMaxChunks). A sparse row's K slots go to
+/// chunks of ceil(K / C) slots, a dense row's blocks to chunks of
+/// ceil(blocks / C) (trailing chunks may be empty).
 Value attentionStepChunks(GK &g, const AttentionShape &s, Value T) {
   KB &k = g.k;
   Value rows =
@@ -2221,6 +2221,12 @@ static TuningOpt<int> attentionStepSoftmax(
     "and O rescale, then the P V products, V decoded after the scores), "
     "the rescale behind a uniform branch; 2, the same with O rescaled "
     "every step, no branch (tuning)");
+
+static TuningOpt<bool> attentionStashWeights(
+    "gpu-attention-stash-weights", false,
+    "The per-token attention's combine of its warps' results computes each "
+    "warp's weight exp(m_w - m) once per head instead of once per channel "
+    "(tuning)");
 
 static TuningOpt<bool> attentionRingUnroll(
     "gpu-attention-ring-unroll", true,
@@ -3032,6 +3038,8 @@ void attentionKernel(GK &g, Operation *op) {
   Value oSmem = g.sharedSpace(k.f32, g.warps * 16 * d, 16);
   Value oS = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, oSmem);
   Value mS = g.shared(k.f32, g.warps * 16), lS = g.shared(k.f32, g.warps * 16);
+  // --gpu-attention-stash-weights: each (warp, head)'s combine weight.
+  Value wS = attentionStashWeights ? g.shared(k.f32, g.warps * 16) : Value();
   Value negInf = k.cf(-INFINITY);
   Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
   Value row8 = k.iadd(row, k.c(8));
@@ -3359,6 +3367,49 @@ void attentionKernel(GK &g, Operation *op) {
     stashWarp(st, f16Operands(vtype));
     g.sync();
     // This chunk's (acc, max, sum) per head, combining the warps.
+    // --gpu-attention-stash-weights: thread h (< G) takes head h's maximum,
+    // its warps' weights exp(m_w - m) (into wS) and weighted sum, once per
+    // head; then each channel only multiplies and adds (the same values in
+    // the same order as the per-channel form below, which computes each
+    // weight for every one of the head's D channels: with few groups per
+    // warp, as in sparse attention, that was about as many instructions
+    // as the groups' own math; ptxas, docs/perf.md, thirty-fourth session).
+    if (wS) {
+      k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(s.group)), [&] {
+        Value h = g.tid;
+        Value m = negInf;
+        for (int64_t wi = 0; wi < g.warps; ++wi)
+          m = k.maxf(m, k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32));
+        Value sum = k.cf(0);
+        for (int64_t wi = 0; wi < g.warps; ++wi) {
+          Value mw = k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32);
+          Value lw = k.loadF(lS, k.iadd(k.c(wi * 16), h), k.f32);
+          // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
+          Value wgt = k.select(k.fcmp(CmpF::UGT, lw, k.cf(0)),
+                               k.exp(k.sub(mw, m)), k.cf(0));
+          k.storeF(wS, k.iadd(k.c(wi * 16), h), wgt, k.f32);
+          sum = k.add(sum, k.mul(wgt, lw));
+        }
+        Value r = wsRow(t, k.iadd(qHead0, h), chunk);
+        k.storeF(ws, k.iadd(r, k.c(d)), m, k.f32);
+        k.storeF(ws, k.iadd(r, k.c(d + 1)), sum, k.f32);
+      });
+      g.sync();
+      g.strided(g.tid, k.c(s.group * d), [&](Value e) {
+        Value h = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d));
+        Value acc = k.cf(0);
+        for (int64_t wi = 0; wi < g.warps; ++wi)
+          acc = k.add(
+              acc,
+              k.mul(k.loadF(wS, k.iadd(k.c(wi * 16), h), k.f32),
+                    k.loadF(oS,
+                            k.iadd(k.imul(k.iadd(k.c(wi * 16), h), k.c(d)), c),
+                            k.f32)));
+        k.storeF(ws, k.iadd(wsRow(t, k.iadd(qHead0, h), chunk), c), acc, k.f32);
+      });
+      g.sync();
+      return;
+    }
     g.strided(g.tid, k.c(s.group * d), [&](Value e) {
       Value h = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d));
       Value m = negInf;
