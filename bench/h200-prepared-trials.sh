@@ -7,6 +7,10 @@
 #   - --gpu-attention-stash-weights: the attention's combine of its warps'
 #     results computes each warp's weight once per head, not per channel
 #     (sparse attention: about a third of its instructions; issue 7);
+#   - --gpu-attention-sparse-full-steps (with step softmax 1 and the stash
+#     weights: sf; and 3 groups ahead, --gpu-attention-sparse-ahead=3:
+#     sfa): sparse attention's steps over wholly visible selected blocks
+#     without guards, as dense attention's full loop (issue 7);
 #   - --gpu-prologue-cluster-pair-rows: the 2-16-token prologue cluster
 #     kernel's A operands straight from shared memory (issue 6);
 #   - the tiny model with NVFP4 caches as main builds it (not run on a GPU
@@ -24,10 +28,11 @@
 #              2,048-channel FP8 model with the pair rows (its chunked
 #              prefill of 1-16 tokens runs the cluster kernel);
 #              bench/m3_ops_check.py on M3's decode (batch 8, 8K) with
-#              each flag (s1, s2, sw) and format
+#              each variant (s1, s2, sw, sf, sfa) and format
 #   attention  per-launch medians of dense / sparse attention and
 #              index_score at 128K, batch 8 and 1, main, each step
-#              mode and the stash weights, FP8 and NVFP4 caches, 2 runs
+#              mode, the stash weights, sf and sfa, FP8 and NVFP4 caches,
+#              2 runs
 #   prologue   the CUDA-graph ranges of the prologue (dense 2:6, MSA
 #              17:21, RMSNorm + dense 1:6) at 1, 2, 4, 8 and 16 tokens,
 #              main (A0) against the pair rows (PR), medians of 3 runs
@@ -75,6 +80,10 @@ if [ "$mode" = inputs ]; then
     "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=2 -o m3-$c-s2.msa > /dev/null &
     "$BIN/msac" compile m3 $C $K --gpu-attention-stash-weights -o m3-$c-sw.msa > /dev/null &
     wait
+    SF="--gpu-attention-sparse-full-steps --gpu-attention-step-softmax=1 --gpu-attention-stash-weights"
+    "$BIN/msac" compile m3 $C $K $SF -o m3-$c-sf.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K $SF --gpu-attention-sparse-ahead=3 -o m3-$c-sfa.msa > /dev/null &
+    wait
   done
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor -o A0.msa > /dev/null &
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
@@ -82,6 +91,9 @@ if [ "$mode" = inputs ]; then
   wait
   sha256sum tiny/model.safetensors h2048/model.safetensors > sums.txt
   rm -rf m3 h2048 tiny/model.safetensors
+  # The artifacts' kernels and the binaries compress about 3x: one bundle,
+  # unpacked by `run`.
+  tar czf bundle.tgz --remove-files ./*.msa msac-run msac-host-check msac-synth
   du -sh .
   exit 0
 fi
@@ -89,6 +101,7 @@ fi
 OUT=$(mkdir -p "$3" && cd "$3" && pwd)
 PARTS=,${4:-checks,attention,prologue,stalls},
 cd "$DIR"
+if [ -f bundle.tgz ]; then tar xzf bundle.tgz && rm bundle.tgz; fi
 chmod +x msac-run msac-host-check msac-synth
 export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
@@ -105,7 +118,7 @@ if [[ $PARTS == *,checks,* ]]; then
   done
   timeout 500 ./msac-host-check h2048-pr.msa h2048 --quick --device cuda \
     --quantize-weights fp8-tensor > "$OUT/check-h2048-pr.txt" 2>&1 &
-  for v in fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw; do
+  for v in fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw fp8-sf nvfp4-sf fp8-sfa nvfp4-sfa; do
     d=$(mktemp -d)
     timeout 120 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch 8 --context 8192 --steps 1 --warmup 1 --dump "$d" > /dev/null || status=1
@@ -120,7 +133,7 @@ if [[ $PARTS == *,checks,* ]]; then
   done
 fi
 if [[ $PARTS == *,attention,* ]]; then
-  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-s1 fp8-s2 fp8-sw nvfp4 nvfp4-s1 nvfp4-s2 nvfp4-sw}; do
+  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-s1 fp8-s2 fp8-sw fp8-sf fp8-sfa nvfp4 nvfp4-s1 nvfp4-s2 nvfp4-sw nvfp4-sf nvfp4-sfa}; do
     echo "== $v B=$B rep=$rep"
     timeout 60 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch $B --context 131072 --steps 20 --warmup 3 | grep -E "dense_attention|sparse_attention|index_score"

@@ -2222,6 +2222,18 @@ static TuningOpt<int> attentionStepSoftmax(
     "the rescale behind a uniform branch; 2, the same with O rescaled "
     "every step, no branch (tuning)");
 
+static TuningOpt<bool> attentionSparseFullSteps(
+    "gpu-attention-sparse-full-steps", false,
+    "Sparse attention's per-token loop runs each step whose groups all lie "
+    "in selected blocks the token sees whole as dense attention's full "
+    "steps (no guards or masks; --gpu-attention-step-softmax applies), the "
+    "others guarded: one uniform branch per step (tuning)");
+
+static TuningOpt<int> attentionSparseAhead(
+    "gpu-attention-sparse-ahead", 0,
+    "16-key groups each warp of the per-token sparse attention loads ahead "
+    "(heads wider than 64 channels; 0: as dense attention; tuning)");
+
 static TuningOpt<bool> attentionStashWeights(
     "gpu-attention-stash-weights", false,
     "The per-token attention's combine of its warps' results computes each "
@@ -3085,8 +3097,12 @@ void attentionKernel(GK &g, Operation *op) {
   // get kAheadWordsWide registers (D = 128: FP8 and NVFP4 2 groups; a bf16
   // group, 64 words, would spill and stays at none).
   const int64_t rawWords = attentionGroupRawWords(s, type, vtype);
+  // --gpu-attention-sparse-ahead overrides the wide heads' count for
+  // sparse attention.
   const int64_t ahead = d <= 64
                             ? std::clamp<int64_t>(kAheadWords / rawWords, 1, 4)
+                        : sparse && attentionSparseAhead > 0
+                            ? std::min<int64_t>(attentionSparseAhead, 4)
                         : rawWords < kAheadWordsWide
                             ? std::min<int64_t>(kAheadWordsWide / rawWords, 4)
                             : 0;
@@ -3235,13 +3251,22 @@ void attentionKernel(GK &g, Operation *op) {
     // visible blocks (--gpu-attention-full-loop): an item past the end
     // loads a group of the last item's block (valid addresses; its words
     // are never used) and carries block -1.
+    // Sparse attention (--gpu-attention-sparse-full-steps): an unselected
+    // slot (block -1) loads from block 0 of the sequence instead, and
+    // carries -1.
     auto issueFlat = [&](Value i) {
       Value last = g.isub(items, k.c(1));
       Value blk = blockOf(g.imin(i, last));
-      SmallVector<Value> item{
-          k.select(k.icmp(CmpI::ult, i, items), blk, k.c(-1))};
+      Value inRange = k.icmp(CmpI::ult, i, items);
+      Value from = blk;
+      if (sparse) {
+        Value selected = k.icmp(CmpI::sge, blk, k.c(0));
+        from = k.select(selected, blk, k.c(0));
+        inRange = g.andI(inRange, selected);
+      }
+      SmallVector<Value> item{k.select(inRange, blk, k.c(-1))};
       llvm::append_range(item, attentionGroupRaw(g, s, groupOf(i),
-                                                 pageOf(k, table, seq, blk),
+                                                 pageOf(k, table, seq, from),
                                                  kvHead, type, vtype, kc, vc));
       return item;
     };
@@ -3340,7 +3365,37 @@ void attentionKernel(GK &g, Operation *op) {
         split = k.idiv(fullItems, k.c(unroll));
         carried = k.reduceN(k.c(0), split, loopInit, body(true));
       }
-      loopOut = k.reduceN(split, steps, carried, body(false));
+      // --gpu-attention-sparse-full-steps: a step whose items all lie in
+      // selected blocks below the token's own (its items in flight carry
+      // their blocks; the one it issues first is looked up here) runs as
+      // a full step, the others guarded: one uniform branch per step.
+      if (attentionSparseFullSteps && sparse) {
+        Value fullBlocks = k.idiv(k.iadd(p, k.c(1)), k.c(s.page));
+        SmallVector<Type> carriedTypes;
+        for (Value v : carried)
+          carriedTypes.push_back(v.getType());
+        auto isFull = [&](Value blk) {
+          return g.andI(k.icmp(CmpI::sge, blk, k.c(0)),
+                        k.icmp(CmpI::slt, blk, fullBlocks));
+        };
+        loopOut = k.reduceN(
+            k.c(0), steps, carried,
+            [&](Value t, ValueRange in) -> SmallVector<Value> {
+              Value i0 = k.imul(t, k.c(unroll));
+              Value next = k.iadd(i0, k.c(ahead));
+              Value allFull =
+                  g.andI(k.icmp(CmpI::ult, next, items),
+                         isFull(blockOf(g.imin(next, g.isub(items, k.c(1))))));
+              for (int64_t a = 0; a < ahead; ++a)
+                allFull = g.andI(allFull, isFull(in[stateSize + a * itemSize]));
+              return g.ifElse(
+                  allFull, carriedTypes,
+                  [&]() -> SmallVector<Value> { return body(true)(t, in); },
+                  [&]() -> SmallVector<Value> { return body(false)(t, in); });
+            });
+      } else {
+        loopOut = k.reduceN(split, steps, carried, body(false));
+      }
     } else {
       loopOut = k.reduceN(
           k.c(0), items, loopInit,
