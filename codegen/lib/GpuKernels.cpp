@@ -3429,19 +3429,33 @@ void attentionKernel(GK &g, Operation *op) {
     // weight for every one of the head's D channels: with few groups per
     // warp, as in sparse attention, that was about as many instructions
     // as the groups' own math; ptxas, docs/perf.md, thirty-fourth session).
+    // Head h's largest warp maximum; warp wi's (weight exp(m_wi - m), row
+    // sum) for head h; the index of channel c of warp wi's head h in oS.
+    auto headMax = [&](Value h) {
+      Value m = negInf;
+      for (int64_t wi = 0; wi < g.warps; ++wi)
+        m = k.maxf(m, k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32));
+      return m;
+    };
+    auto warpWeight = [&](int64_t wi, Value h,
+                          Value m) -> std::pair<Value, Value> {
+      Value mw = k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32);
+      Value lw = k.loadF(lS, k.iadd(k.c(wi * 16), h), k.f32);
+      // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
+      Value wgt = k.select(k.fcmp(CmpF::UGT, lw, k.cf(0)), k.exp(k.sub(mw, m)),
+                           k.cf(0));
+      return {wgt, lw};
+    };
+    auto oIndex = [&](int64_t wi, Value h, Value c) {
+      return k.iadd(k.imul(k.iadd(k.c(wi * 16), h), k.c(d)), c);
+    };
     if (wS) {
       k.ifThen(k.icmp(CmpI::ult, g.tid, k.c(s.group)), [&] {
         Value h = g.tid;
-        Value m = negInf;
-        for (int64_t wi = 0; wi < g.warps; ++wi)
-          m = k.maxf(m, k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32));
+        Value m = headMax(h);
         Value sum = k.cf(0);
         for (int64_t wi = 0; wi < g.warps; ++wi) {
-          Value mw = k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32);
-          Value lw = k.loadF(lS, k.iadd(k.c(wi * 16), h), k.f32);
-          // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
-          Value wgt = k.select(k.fcmp(CmpF::UGT, lw, k.cf(0)),
-                               k.exp(k.sub(mw, m)), k.cf(0));
+          auto [wgt, lw] = warpWeight(wi, h, m);
           k.storeF(wS, k.iadd(k.c(wi * 16), h), wgt, k.f32);
           sum = k.add(sum, k.mul(wgt, lw));
         }
@@ -3454,12 +3468,8 @@ void attentionKernel(GK &g, Operation *op) {
         Value h = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d));
         Value acc = k.cf(0);
         for (int64_t wi = 0; wi < g.warps; ++wi)
-          acc = k.add(
-              acc,
-              k.mul(k.loadF(wS, k.iadd(k.c(wi * 16), h), k.f32),
-                    k.loadF(oS,
-                            k.iadd(k.imul(k.iadd(k.c(wi * 16), h), k.c(d)), c),
-                            k.f32)));
+          acc = k.add(acc, k.mul(k.loadF(wS, k.iadd(k.c(wi * 16), h), k.f32),
+                                 k.loadF(oS, oIndex(wi, h, c), k.f32)));
         k.storeF(ws, k.iadd(wsRow(t, k.iadd(qHead0, h), chunk), c), acc, k.f32);
       });
       g.sync();
@@ -3467,22 +3477,11 @@ void attentionKernel(GK &g, Operation *op) {
     }
     g.strided(g.tid, k.c(s.group * d), [&](Value e) {
       Value h = k.idiv(e, k.c(d)), c = k.irem(e, k.c(d));
-      Value m = negInf;
-      for (int64_t wi = 0; wi < g.warps; ++wi)
-        m = k.maxf(m, k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32));
+      Value m = headMax(h);
       Value acc = k.cf(0), sum = k.cf(0);
       for (int64_t wi = 0; wi < g.warps; ++wi) {
-        Value mw = k.loadF(mS, k.iadd(k.c(wi * 16), h), k.f32);
-        Value lw = k.loadF(lS, k.iadd(k.c(wi * 16), h), k.f32);
-        // UGT: a NaN sum keeps its (NaN) weight, as the host's would.
-        Value wgt = k.select(k.fcmp(CmpF::UGT, lw, k.cf(0)),
-                             k.exp(k.sub(mw, m)), k.cf(0));
-        acc = k.add(
-            acc,
-            k.mul(wgt,
-                  k.loadF(oS,
-                          k.iadd(k.imul(k.iadd(k.c(wi * 16), h), k.c(d)), c),
-                          k.f32)));
+        auto [wgt, lw] = warpWeight(wi, h, m);
+        acc = k.add(acc, k.mul(wgt, k.loadF(oS, oIndex(wi, h, c), k.f32)));
         sum = k.add(sum, k.mul(wgt, lw));
       }
       Value r = wsRow(t, k.iadd(qHead0, h), chunk);
