@@ -37,6 +37,7 @@ if [ "$mode" = inputs ]; then
   CUDA=${CUDA_HOME:-/usr/local/cuda}
   mkdir -p "$DIR"
   cp "$BIN/msac-run" "$BIN/msac-host-check" "$0" "$ROOT/bench/m3_ops_check.py" \
+    "$ROOT/bench/graph_ranges_summary.py" \
     "$ROOT/models/minimax-m3/config.json" "$DIR/"
   cd "$DIR"
   rm -rf m3 tiny ./*.msa
@@ -113,24 +114,7 @@ if [[ $PARTS == *,prologue,* ]]; then
     timeout 30 ./msac-run bench-decode $a.msa --device cuda --dummy-weights \
       --batch $T --steps 30 --warmup 3 $R | grep -E "CUDA graph"
   done; done; done > "$OUT/prologue-times.txt" 2>&1
-  python3 - "$OUT/prologue-times.txt" <<'PY'
-import re, statistics, sys
-cur = None; d = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"== (\w+) T=(\d+) rep=(\d)", line)
-    if m:
-        cur = (m.group(1), int(m.group(2))); i = 0; continue
-    m = re.search(r"in a CUDA graph: ([\d.]+) us", line)
-    if m and cur:
-        d.setdefault(cur + (i,), []).append(float(m.group(1))); i += 1
-print("us: dense prologue / MSA prologue / norm + dense prologue, "
-      "median of 3 runs (min-max)")
-for T in (1, 2, 8, 16):
-    for a in ("A0", "A1", "A2"):
-        print(f"T={T} {a}: " + "  ".join(
-            f"{statistics.median(d.get((a, T, i), [0])):.2f} "
-            f"({min(d.get((a, T, i), [0])):.2f}-{max(d.get((a, T, i), [0])):.2f})"
-            for i in range(3)))
-PY
+  python3 graph_ranges_summary.py "$OUT/prologue-times.txt" \
+    --title "us: dense prologue / MSA prologue / norm + dense prologue, median of 3 runs (min-max)"
 fi
 exit $status
