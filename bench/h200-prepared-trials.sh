@@ -15,6 +15,9 @@
 #     kernel's A operands straight from shared memory (issue 6);
 #   - the tiny model with NVFP4 caches as main builds it (not run on a GPU
 #     since the thirty-third session's score fma);
+#   - msac-host-check following msac's cache entries (thirty-fifth
+#     session) on the GPU: its cache lines, and the head-128 model with FP8
+#     and NVFP4 caches, which failed on the H200 until then;
 #   - where the dense attention's and the indexer's warps wait: ncu's
 #     per-SASS-instruction stall samples (bench/ncu_stalls.py).
 #
@@ -26,7 +29,8 @@
 #              builds it; FP8 and NVFP4 with step mode 1 and the stash
 #              weights together (s1w), and with step mode 2) and on a
 #              2,048-channel FP8 model with the pair rows (its chunked
-#              prefill of 1-16 tokens runs the cluster kernel);
+#              prefill of 1-16 tokens runs the cluster kernel) and on
+#              the head-128 model with FP8 and NVFP4 caches (main);
 #              bench/m3_ops_check.py on M3's decode (batch 8, 8K) with
 #              each variant (s1, s2, sw, sf, sfa) and format
 #   attention  per-launch medians of dense / sparse attention and
@@ -53,17 +57,21 @@ if [ "$mode" = inputs ]; then
     "$ROOT/bench/graph_ranges_summary.py" \
     "$ROOT/models/minimax-m3/config.json" "$DIR/"
   cd "$DIR"
-  rm -rf m3 tiny h2048 ./*.msa
+  rm -rf m3 tiny h2048 h128 ./*.msa
   sed -e 's/"hidden_size": 256/"hidden_size": 2048/' \
     "$ROOT/test/Codegen/Inputs/head128-config.json" > h2048-config.json
   "$BIN/msac-synth" m3 --config config.json --layers 2 --weights zero > /dev/null
   "$BIN/msac-synth" tiny > /dev/null
   "$BIN/msac-synth" h2048 --config h2048-config.json --layers 2 --seed 3 > /dev/null
+  "$BIN/msac-synth" h128 --config "$ROOT/test/Codegen/Inputs/head128-config.json" \
+    --seed 5 > /dev/null
+  cp "$ROOT/test/Codegen/Inputs/head128-config.json" h128-config.json
   C="--target sm_90a --cuda-toolkit $CUDA"
   "$BIN/msac" compile tiny $C --kv-cache-dtype nvfp4 --index-cache-dtype nvfp4 \
     -o tiny-nvfp4.msa > /dev/null
   for c in fp8 nvfp4; do
     K="--kv-cache-dtype $c --index-cache-dtype $c"
+    "$BIN/msac" compile h128 $C $K -o h128-$c.msa > /dev/null
     "$BIN/msac" compile tiny $C $K --gpu-attention-step-softmax=1 \
       --gpu-attention-stash-weights -o tiny-$c-s1w.msa > /dev/null
     "$BIN/msac" compile tiny $C $K --gpu-attention-step-softmax=2 \
@@ -90,8 +98,9 @@ if [ "$mode" = inputs ]; then
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
     --gpu-prologue-cluster-pair-rows -o PR.msa > /dev/null &
   wait
-  sha256sum tiny/model.safetensors h2048/model.safetensors > sums.txt
-  rm -rf m3 h2048 tiny/model.safetensors
+  sha256sum tiny/model.safetensors h2048/model.safetensors \
+    h128/model.safetensors > sums.txt
+  rm -rf m3 h2048 h128 tiny/model.safetensors
   # The artifacts' kernels and the binaries compress about 3x: one bundle,
   # unpacked by `run`.
   tar czf bundle.tgz --remove-files ./*.msa msac-run msac-host-check msac-synth
@@ -111,10 +120,15 @@ if [[ $PARTS == *,checks,* ]]; then
   [ -f h2048-pr.msa/weights.bin ] || gunzip h2048-pr.msa/weights.bin.gz
   ./msac-synth tiny --force > /dev/null
   ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force > /dev/null
+  ./msac-synth h128 --config h128-config.json --seed 5 --force > /dev/null
   sha256sum -c --quiet sums.txt || { echo "checks: checkpoints differ"; status=1; }
   # The references run on the CPU: the checks side by side.
   for a in tiny-nvfp4 tiny-fp8-s1w tiny-nvfp4-s1w tiny-fp8-s2 tiny-nvfp4-s2; do
     timeout 400 ./msac-host-check $a.msa tiny --quick --device cuda \
+      > "$OUT/check-$a.txt" 2>&1 &
+  done
+  for a in h128-fp8 h128-nvfp4; do
+    timeout 500 ./msac-host-check $a.msa h128 --quick --device cuda \
       > "$OUT/check-$a.txt" 2>&1 &
   done
   timeout 500 ./msac-host-check h2048-pr.msa h2048 --quick --device cuda \
@@ -128,9 +142,9 @@ if [[ $PARTS == *,checks,* ]]; then
     grep -E '\| FAIL|attention' "$OUT/ops-$v.txt" | head -6
     rm -rf "$d"
   done
-  for i in 1 2 3 4 5 6; do wait -n || status=1; done
-  for a in tiny-nvfp4 tiny-fp8-s1w tiny-nvfp4-s1w tiny-fp8-s2 tiny-nvfp4-s2 h2048-pr; do
-    echo "== $a: $(grep -E "token-by-token decode 300|1-16\) 300|passed|FAILED" "$OUT/check-$a.txt" | tr -s ' ' | paste -sd'|')"
+  for i in 1 2 3 4 5 6 7 8; do wait -n || status=1; done
+  for a in tiny-nvfp4 tiny-fp8-s1w tiny-nvfp4-s1w tiny-fp8-s2 tiny-nvfp4-s2 h2048-pr h128-fp8 h128-nvfp4; do
+    echo "== $a: $(grep -E "token-by-token decode 300|1-16\) 300|caches 300|passed|FAILED" "$OUT/check-$a.txt" | tr -s ' ' | paste -sd'|')"
   done
 fi
 if [[ $PARTS == *,attention,* ]]; then

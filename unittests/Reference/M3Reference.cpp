@@ -68,6 +68,110 @@ void msac::reference::roundTripCache(float *x, int64_t n, CacheFormat format) {
   }
 }
 
+int64_t msac::reference::cacheRowBytes(CacheFormat format, int64_t dim) {
+  switch (format) {
+  case CacheFormat::BF16:
+    return 2 * dim;
+  case CacheFormat::FP8:
+    return dim;
+  case CacheFormat::NVFP4:
+    return dim / 2 + dim / 16;
+  }
+  return 0;
+}
+
+/// The difference two implementations' cached values may show beyond one
+/// step of the format, relative to the largest value of their 16: a few
+/// BF16 ulps (2^-8 each) of upstream rounding drift in the vector, which
+/// RoPE's rotations carry from its large values onto its small ones (whose
+/// FP8 steps are far finer than a BF16 ulp of the large ones).
+constexpr float kCacheDrift = 1.0f / 64;
+
+/// The spacing of the values of `format` at magnitude `x`: BF16 2^(e-7)
+/// for x in [2^e, 2^(e+1)); E4M3 2^(e-3), 2^-9 among subnormals; NVFP4 the
+/// E2M1 spacing (0.5 below 2, 1 below 4, else 2, in units of the block
+/// scale `scale`) plus one E4M3 step, since the value is read as E4M3.
+static float formatStep(CacheFormat format, float x, float scale) {
+  int exponent;
+  std::frexp(std::fabs(x), &exponent); // |x| in [2^(exponent-1), 2^exponent)
+  const float e4m3 = std::ldexp(1.0f, std::max(exponent - 1, -6) - 3);
+  switch (format) {
+  case CacheFormat::BF16:
+    return std::ldexp(1.0f, std::max(exponent - 1, -126) - 7);
+  case CacheFormat::FP8:
+    return e4m3;
+  case CacheFormat::NVFP4: {
+    const float codes = scale > 0 ? std::fabs(x) / scale : INFINITY;
+    return (codes <= 2 ? 0.5f : codes <= 4 ? 1.0f : 2.0f) * scale + e4m3;
+  }
+  }
+  return 0;
+}
+
+CacheRowComparison msac::reference::compareCacheRow(CacheFormat format,
+                                                    const float *own,
+                                                    const uint8_t *other,
+                                                    int64_t dim,
+                                                    float *otherValues) {
+  CacheRowComparison result;
+  for (int64_t block = 0; block < dim; block += 16) {
+    const int64_t n = std::min<int64_t>(16, dim - block);
+    // The reference's stored values and the other's, as read.
+    float mine[16];
+    std::copy(own + block, own + block + n, mine);
+    float *theirs = otherValues + block;
+    float scale = 0;
+    switch (format) {
+    case CacheFormat::BF16:
+      for (int64_t i = 0; i < n; ++i)
+        theirs[i] = numerics::bf16ToFloat(static_cast<uint16_t>(
+            other[2 * (block + i)] | other[2 * (block + i) + 1] << 8));
+      break;
+    case CacheFormat::FP8:
+      for (int64_t i = 0; i < n; ++i)
+        theirs[i] = numerics::e4m3ToFloat(other[block + i]);
+      break;
+    case CacheFormat::NVFP4: {
+      // The scales must be the same E4M3 value or adjacent ones.
+      uint8_t mineScale, codes[16];
+      quantizeNVFP4Block(own + block, mineScale, codes);
+      const uint8_t theirScale = other[dim / 2 + block / 16];
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = block + i;
+        theirs[i] = dequantizeNVFP4ToFP8(other[c / 2] >> (c % 2 ? 4 : 0) & 15,
+                                         theirScale);
+      }
+      const float a = numerics::e4m3ToFloat(mineScale),
+                  b = numerics::e4m3ToFloat(theirScale);
+      scale = std::max(a, b);
+      const int distance = std::abs((mineScale & 127) - (theirScale & 127));
+      result.admissible &=
+          !std::isnan(scale) && (theirScale & 128) == 0 && distance <= 1;
+      break;
+    }
+    }
+    roundTripCache(mine, n, format);
+    float amax = 0;
+    for (int64_t i = 0; i < n; ++i)
+      amax = std::max(amax, std::fabs(mine[i]));
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(mine[i]) || std::isnan(theirs[i])) {
+        result.differing += std::isnan(mine[i]) != std::isnan(theirs[i]);
+        result.admissible &= std::isnan(mine[i]) == std::isnan(theirs[i]);
+        continue;
+      }
+      if (mine[i] == theirs[i])
+        continue;
+      ++result.differing;
+      const float larger = std::max(std::fabs(mine[i]), std::fabs(theirs[i]));
+      result.admissible &=
+          std::fabs(mine[i] - theirs[i]) <=
+          formatStep(format, larger, scale) + kCacheDrift * amax;
+    }
+  }
+  return result;
+}
+
 static std::vector<float> roundAll(std::vector<float> v) {
   for (float &x : v)
     x = roundBF16(x);
@@ -450,6 +554,42 @@ std::vector<float> M3Reference::forward(Sequence &seq,
   margins.clear();
   followed = 0;
 
+  cacheFollowing.clear();
+  // Appends `dim` new values `own` of layer `l`'s cache `role` to `cache`
+  // as stored in `format`: the followed implementation's entry for token
+  // `t` (head `head` of its row) when it is admissible, else the
+  // reference's own.
+  auto store = [&](std::vector<float> &cache, const float *own, int64_t dim,
+                   CacheFormat format, CacheRole role, int64_t l, size_t t,
+                   int64_t head) {
+    cache.insert(cache.end(), own, own + dim);
+    float *stored = cache.data() + cache.size() - dim;
+    static const std::map<int64_t, std::vector<std::vector<uint8_t>>> none;
+    const auto &rows = !follow                     ? none
+                       : role == CacheRole::Keys   ? follow->keyRows
+                       : role == CacheRole::Values ? follow->valueRows
+                                                   : follow->indexKeyRows;
+    const int64_t bytes = cacheRowBytes(format, dim);
+    auto it = rows.find(l);
+    if (it == rows.end() || t >= it->second.size() ||
+        int64_t(it->second[t].size()) < (head + 1) * bytes) {
+      roundTripCache(stored, dim, format);
+      return;
+    }
+    std::vector<float> theirs(dim);
+    const CacheRowComparison c = compareCacheRow(
+        format, own, it->second[t].data() + head * bytes, dim, theirs.data());
+    CacheFollowing &stats = cacheFollowing[{role, l}];
+    ++stats.rows;
+    stats.followedRows += c.admissible;
+    stats.values += dim;
+    stats.differing += c.differing;
+    if (c.admissible)
+      std::copy(theirs.begin(), theirs.end(), stored);
+    else
+      roundTripCache(stored, dim, format);
+  };
+
   for (size_t t = 0; t < tokens.size(); ++t) {
     const int64_t p = seq.length; // this token's position
     double margin = INFINITY;
@@ -472,12 +612,10 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         rope(&q[head * D], p);
       for (int64_t head = 0; head < Hkv; ++head) {
         rope(&k[head * D], p);
-        std::vector<float> &kc = seq.keys[l * Hkv + head];
-        std::vector<float> &vc = seq.values[l * Hkv + head];
-        kc.insert(kc.end(), k.begin() + head * D, k.begin() + (head + 1) * D);
-        vc.insert(vc.end(), v.begin() + head * D, v.begin() + (head + 1) * D);
-        for (std::vector<float> *cache : {&kc, &vc})
-          roundTripCache(cache->data() + cache->size() - D, D, kvFormat);
+        store(seq.keys[l * Hkv + head], &k[head * D], D, kvFormat,
+              CacheRole::Keys, l, t, head);
+        store(seq.values[l * Hkv + head], &v[head * D], D, kvFormat,
+              CacheRole::Values, l, t, head);
       }
 
       std::vector<float> attn(Hq * D);
@@ -498,9 +636,8 @@ std::vector<float> M3Reference::forward(Sequence &seq,
         if (indexFormat != CacheFormat::BF16)
           roundTripCache(iq.data(), iq.size(), CacheFormat::FP8);
         std::vector<float> &ic = seq.indexKeys[l];
-        ic.insert(ic.end(), ik.begin(), ik.end());
-        roundTripCache(ic.data() + ic.size() - s.indexDim, s.indexDim,
-                       indexFormat);
+        store(ic, ik.data(), s.indexDim, indexFormat, CacheRole::IndexKeys, l,
+              t, 0);
         auto &perToken = selections[l];
         perToken.emplace_back();
         for (int64_t g = 0; g < Hkv; ++g) {

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace msac::reference {
@@ -50,6 +51,42 @@ float dequantizeNVFP4ToFP8(uint8_t code, uint8_t scale);
 /// BF16 already), FP8 rounded to E4M3 (scale 1, saturating), NVFP4
 /// quantized per 16 and dequantized to FP8.
 void roundTripCache(float *x, int64_t n, CacheFormat format);
+
+/// Bytes of one cached vector of `dim` values in `format`, as a paged cache
+/// of an artifact stores one token of one head (docs/architecture.md, "KV
+/// and index caches"): BF16 2 x dim (little-endian), FP8 dim E4M3 bytes,
+/// NVFP4 dim / 2 code bytes (value 2i in the low nibble of byte i) then
+/// dim / 16 E4M3 scales.
+int64_t cacheRowBytes(CacheFormat format, int64_t dim);
+
+/// How a vector another implementation stored in a cache compares with the
+/// reference's own (compareCacheRow).
+struct CacheRowComparison {
+  /// Values whose stored value (as the attention reads it) differs from
+  /// the reference's.
+  int64_t differing = 0;
+  /// Whether every stored value is admitted (compareCacheRow).
+  bool admissible = true;
+};
+
+/// Compares `other` (cacheRowBytes(format, dim) bytes that another
+/// implementation stored) with the reference's own vector `own` (dim
+/// values before storing; dim a multiple of 16 for NVFP4) and writes
+/// `other` as the attention and the indexer read it to `otherValues`.
+/// A stored value is admitted when it differs from the reference's stored
+/// value by at most one step of the format at the larger of the two
+/// (BF16 2^(e-7) in [2^e, 2^(e+1)); E4M3 2^(e-3), 2^-9 among subnormals;
+/// NVFP4 the E2M1 step, 0.5 / 1 / 2 below 2 / 4 / 6, times the larger of
+/// the two block scales, plus one E4M3 step) plus 1/64 of the largest
+/// |value| of the reference's 16 in its block: upstream rounding drift of
+/// a few BF16 ulps, which RoPE's rotations carry from a vector's large
+/// values onto its small ones. NaN matches only NaN; an NVFP4 block's two
+/// scales must be the same or adjacent non-negative E4M3 values. A wrong
+/// layout, position or RoPE moves values far further; a wrong rounding
+/// rule or scale stays within a step but changes about half the values.
+CacheRowComparison compareCacheRow(CacheFormat format, const float *own,
+                                   const uint8_t *other, int64_t dim,
+                                   float *otherValues);
 
 //===----------------------------------------------------------------------===//
 // The MSA pieces, as free functions (unit-tested on hand-made inputs)
@@ -154,9 +191,21 @@ public:
   /// takes that choice, so that later tokens read the same caches and
   /// hidden states: a near tie at one token then cannot look like an error
   /// at another. The token's margin still records the near tie.
+  ///
+  /// Cache entries another implementation stored for those tokens: per
+  /// layer [token] the bytes of the new key and value of every KV head,
+  /// head after head (cacheRowBytes each), and per MSA layer [token] the
+  /// new index key. Each entry that compareCacheRow admits against the
+  /// reference's own replaces it, whether or not a decision is near a
+  /// tie: a rounding-level difference upstream that moves a value by a
+  /// whole FP8 or NVFP4 step then cannot grow through later layers'
+  /// attention into a different block choice. Entries further off are not
+  /// taken (and lastCacheFollowing counts them).
   struct Choices {
     std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> blocks;
     std::map<int64_t, std::vector<std::vector<int32_t>>> experts;
+    std::map<int64_t, std::vector<std::vector<uint8_t>>> keyRows, valueRows,
+        indexKeyRows;
     double bound = 0;
   };
   /// Follows `choices` (not owned; null: the reference's own choices) in
@@ -165,6 +214,27 @@ public:
   /// How many decisions the last `forward` call took from the followed
   /// choices.
   int64_t lastFollowed() const { return followed; }
+
+  /// What the last `forward` call did with followed cache entries, per
+  /// cache (keys, values, index keys) and layer.
+  enum class CacheRole { Keys, Values, IndexKeys };
+  struct CacheFollowing {
+    int64_t rows = 0;         ///< entries (token x head) compared
+    int64_t followedRows = 0; ///< of those, admissible ones taken
+    int64_t values = 0;       ///< values compared
+    int64_t differing = 0;    ///< values that differ from the reference's
+    CacheFollowing &operator+=(const CacheFollowing &o) {
+      rows += o.rows;
+      followedRows += o.followedRows;
+      values += o.values;
+      differing += o.differing;
+      return *this;
+    }
+  };
+  const std::map<std::pair<CacheRole, int64_t>, CacheFollowing> &
+  lastCacheFollowing() const {
+    return cacheFollowing;
+  }
 
   /// Cache element formats (msa-m3-spec.md §4.1): keys and values / index
   /// keys go through roundTripCache (per head) when appended; by default
@@ -195,6 +265,7 @@ private:
   CacheFormat kvFormat = CacheFormat::BF16, indexFormat = CacheFormat::BF16;
   const Choices *follow = nullptr;
   int64_t followed = 0;
+  std::map<std::pair<CacheRole, int64_t>, CacheFollowing> cacheFollowing;
 };
 
 } // namespace msac::reference

@@ -320,6 +320,145 @@ TEST(CacheFormats, NVFP4DequantizesToFP8AsSpecified) {
   EXPECT_EQ(x, (std::vector<float>{1.0f, 448.0f, -0.3125f}));
 }
 
+TEST(CacheFormats, RowBytesFollowTheArtifactLayout) {
+  // docs/architecture.md "KV and index caches": 2 bytes a BF16 value, one
+  // an E4M3 value, NVFP4 half a byte plus one scale byte per 16.
+  EXPECT_EQ(cacheRowBytes(CacheFormat::BF16, 32), 64);
+  EXPECT_EQ(cacheRowBytes(CacheFormat::FP8, 32), 32);
+  EXPECT_EQ(cacheRowBytes(CacheFormat::NVFP4, 32), 18);
+}
+
+TEST(CompareCacheRow, BF16ValuesAreLittleEndianAndAdmittedWithinDrift) {
+  // 16 values, largest |value| 2: one BF16 step at 1 is 2^-7, the drift
+  // allowance 2 / 64.
+  std::vector<float> own(16, 0.0f);
+  own[0] = 1.0f;
+  own[1] = -2.0f;
+  own[2] = 0.375f;
+  std::vector<uint8_t> bytes(32, 0);
+  auto put = [&](int i, uint16_t bits) {
+    bytes[2 * i] = bits & 0xFF;
+    bytes[2 * i + 1] = bits >> 8;
+  };
+  put(0, 0x3F80); // 1.0
+  put(1, 0xC000); // -2.0
+  put(2, 0x3EC0); // 0.375
+  std::vector<float> read(16);
+  CacheRowComparison c = compareCacheRow(CacheFormat::BF16, own.data(),
+                                         bytes.data(), 16, read.data());
+  EXPECT_EQ(c.differing, 0);
+  EXPECT_TRUE(c.admissible);
+  EXPECT_EQ(read, own);
+  put(0, 0x3F82); // 1.015625: two BF16 steps, within step + drift
+  c = compareCacheRow(CacheFormat::BF16, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_EQ(read[0], 1.015625f);
+  EXPECT_EQ(c.differing, 1);
+  EXPECT_TRUE(c.admissible);
+  put(0, 0x3F8E); // 1.109375: 0.109 > 2^-7 + 2 / 64
+  c = compareCacheRow(CacheFormat::BF16, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_FALSE(c.admissible);
+  put(0, 0xBF80); // -1.0: the sign
+  EXPECT_FALSE(compareCacheRow(CacheFormat::BF16, own.data(), bytes.data(), 16,
+                               read.data())
+                   .admissible);
+}
+
+TEST(CompareCacheRow, FP8SmallValuesMayDriftFartherThanTheirOwnStep) {
+  // own 4.0 (E4M3 0x48) and 0.05 (1.6 x 2^-5, stored as 1.625 x 2^-5 =
+  // 0x15); largest value 4, so the drift allowance is 4 / 64 = 0.0625.
+  std::vector<float> own(16, 0.0f);
+  own[0] = 4.0f;
+  own[1] = 0.05f;
+  std::vector<uint8_t> bytes(16, 0);
+  bytes[0] = 0x48;
+  bytes[1] = 0x15;
+  std::vector<float> read(16);
+  CacheRowComparison c = compareCacheRow(CacheFormat::FP8, own.data(),
+                                         bytes.data(), 16, read.data());
+  EXPECT_EQ(c.differing, 0);
+  EXPECT_TRUE(c.admissible);
+  EXPECT_EQ(read[1], 0.05078125f);
+  // 0x13 = 1.375 x 2^-5: two steps of 2^-8 below, within the drift.
+  bytes[1] = 0x13;
+  c = compareCacheRow(CacheFormat::FP8, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_EQ(c.differing, 1);
+  EXPECT_TRUE(c.admissible);
+  // 4.5 (0x49): one step of 0.5 at 4.
+  bytes[0] = 0x49;
+  c = compareCacheRow(CacheFormat::FP8, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_EQ(c.differing, 2);
+  EXPECT_TRUE(c.admissible);
+  // 5.0 (0x4A): two steps, 1.0 > 0.5 + 0.0625.
+  bytes[0] = 0x4A;
+  EXPECT_FALSE(compareCacheRow(CacheFormat::FP8, own.data(), bytes.data(), 16,
+                               read.data())
+                   .admissible);
+  // NaN (0x7F) where the reference stores 0.
+  bytes[0] = 0x48;
+  bytes[5] = 0x7F;
+  c = compareCacheRow(CacheFormat::FP8, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_EQ(c.differing, 2);
+  EXPECT_FALSE(c.admissible);
+}
+
+TEST(CompareCacheRow, NVFP4CodesLowNibbleFirstThenScales) {
+  // own {6, 3, 1, 0.5, -6, 0 ...}: amax 6, scale E4M3(1.0) = 0x38; codes
+  // 6 = 0x7, 3 = 0x5, 1 = 0x2, 0.5 = 0x1, -6 = 0xF (§4.2). Stored as
+  // bytes 0x57, 0x12, 0x0F, 0 ... then the scale after dim / 2 bytes.
+  std::vector<float> own(16, 0.0f);
+  own[0] = 6.0f;
+  own[1] = 3.0f;
+  own[2] = 1.0f;
+  own[3] = 0.5f;
+  own[4] = -6.0f;
+  std::vector<uint8_t> bytes(9, 0);
+  bytes[0] = 0x57;
+  bytes[1] = 0x12;
+  bytes[2] = 0x0F;
+  bytes[8] = 0x38;
+  std::vector<float> read(16);
+  CacheRowComparison c = compareCacheRow(CacheFormat::NVFP4, own.data(),
+                                         bytes.data(), 16, read.data());
+  EXPECT_EQ(c.differing, 0);
+  EXPECT_TRUE(c.admissible);
+  EXPECT_EQ(read, own);
+  // 3 -> 4 (code 0x6): one E2M1 step (1 between 2 and 4).
+  bytes[0] = 0x67;
+  c = compareCacheRow(CacheFormat::NVFP4, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_EQ(read[1], 4.0f);
+  EXPECT_EQ(c.differing, 1);
+  EXPECT_TRUE(c.admissible);
+  // 3 -> 6 (code 0x7): 3 > 2 + 0.5 + 6 / 64.
+  bytes[0] = 0x77;
+  EXPECT_FALSE(compareCacheRow(CacheFormat::NVFP4, own.data(), bytes.data(), 16,
+                               read.data())
+                   .admissible);
+  // The next scale up, 1.125 (0x39), with the same codes: every nonzero
+  // value differs (6 x 1.125 = 6.75 -> 7 in E4M3), each within a step.
+  bytes[0] = 0x57;
+  bytes[8] = 0x39;
+  c = compareCacheRow(CacheFormat::NVFP4, own.data(), bytes.data(), 16,
+                      read.data());
+  EXPECT_EQ(read[0], 7.0f);
+  EXPECT_EQ(c.differing, 5);
+  EXPECT_TRUE(c.admissible);
+  // Two scale steps up (0x3A), or a negative scale, are not admitted.
+  bytes[8] = 0x3A;
+  EXPECT_FALSE(compareCacheRow(CacheFormat::NVFP4, own.data(), bytes.data(), 16,
+                               read.data())
+                   .admissible);
+  bytes[8] = 0xB8;
+  EXPECT_FALSE(compareCacheRow(CacheFormat::NVFP4, own.data(), bytes.data(), 16,
+                               read.data())
+                   .admissible);
+}
+
 /// The reference model on the tiny synthetic checkpoint (written by
 /// msac-synth in the lit test that runs this binary with MSAC_TINY_MODEL).
 class ReferenceModel : public ::testing::Test {
