@@ -49,6 +49,8 @@
 #              attention and index_score at batch 8 / 128K, FP8 and
 #              NVFP4 (CSV per kernel in OUT, summarized by
 #              bench/ncu_stalls.py)
+#   (OPS and VARIANTS, space-separated, narrow the variants of checks'
+#   m3_ops_check runs and of the attention timings.)
 set -eu
 mode=$1
 DIR=$2
@@ -145,7 +147,7 @@ if [[ $PARTS == *,checks,* ]]; then
   done
   timeout 500 ./msac-host-check h2048-pr.msa h2048 --quick --device cuda \
     --quantize-weights fp8-tensor > "$OUT/check-h2048-pr.txt" 2>&1 &
-  for v in fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw fp8-sf nvfp4-sf fp8-sfa nvfp4-sfa fp8-p1 nvfp4-p1; do
+  for v in ${OPS:-fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw fp8-sf nvfp4-sf fp8-sfa nvfp4-sfa fp8-p1 nvfp4-p1}; do
     d=$(mktemp -d)
     timeout 120 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch 8 --context 8192 --steps 1 --warmup 1 --dump "$d" > /dev/null || status=1
