@@ -13,11 +13,13 @@
 // logit error exceeds 0.1, with its decision margin, each block set that
 // differs from the reference's, and the cache comparison per layer.
 //
-// Near ties: msac's step runs first; where the reference's own block or
+// Near ties: msac's steps run first; where the reference's own block or
 // expert decision is a near tie (margin below kTieMargin) and msac's
 // choice is admissible, the reference takes msac's choice
 // (M3Reference::followChoices), so that later tokens are compared on the
 // same caches; the near-tie token itself is left out of the max error.
+// Each msac run (one-shot, chunked, token by token, batched) is compared
+// with a reference run that follows that run's own choices and caches.
 //
 // Caches: the reference also takes each cache entry (one token's key,
 // value or index key of one head) that msac stored within one step of the
@@ -27,7 +29,8 @@
 // into an error of O(RMS) (docs/perf.md, the head-128 model with NVFP4
 // caches). The lines "caches N, k_cache" etc. count the entries that are
 // further off (not taken; at most 1% may be) and the values that differ
-// (at most 5% of an FP8 or NVFP4 cache's).
+// (at most 5% of an FP8 or NVFP4 cache's); those of the chunked and
+// token-by-token runs are printed when they fail.
 //
 // --quick runs prompts of 1, 129 and 300 tokens only (for the quantized
 // variants, whose loading path differs but whose kernels are the same).
@@ -368,8 +371,10 @@ int main(int argc, char **argv) {
   };
   // Per cache (keys, values, index keys; every layer), the entries msac
   // stored that reference::compareCacheRow does not admit against the
-  // reference's own, and the values that differ.
-  auto reportCaches = [&](const std::string &name, const CacheStats &stats) {
+  // reference's own, and the values that differ. `quiet`: printed only
+  // when it fails (or with MSAC_CHECK_VERBOSE).
+  auto reportCaches = [&](const std::string &name, const CacheStats &stats,
+                          bool quiet = false) {
     using Role = reference::M3Reference::CacheRole;
     const std::pair<Role, const char *> roles[] = {
         {Role::Keys, "k_cache"},
@@ -406,6 +411,9 @@ int main(int argc, char **argv) {
           (total.rows - total.followedRows) * 100 <= total.rows &&
           (format == CacheFormat::BF16 || total.differing * 20 <= total.values);
       ok &= pass;
+      const bool verbose = std::getenv("MSAC_CHECK_VERBOSE");
+      if (quiet && pass && !verbose)
+        continue;
       std::printf("%-40s %s  %lld of %lld entries off, %lld of %lld values "
                   "differ (%.3g%%)\n",
                   (name + ", " + cache).c_str(), pass ? "PASS" : "FAIL",
@@ -414,7 +422,7 @@ int main(int argc, char **argv) {
                   static_cast<long long>(total.differing),
                   static_cast<long long>(total.values),
                   100.0 * total.differing / total.values);
-      if (std::getenv("MSAC_CHECK_VERBOSE"))
+      if (verbose)
         std::printf("%s", layers.c_str());
     }
   };
@@ -520,10 +528,32 @@ int main(int argc, char **argv) {
       quick ? std::vector<int64_t>{1, 129, 300}
             : std::vector<int64_t>{1, 127, 128, 129, 2049, 2100};
   int64_t followed = 0;
+  // The reference run over one sequence's `tokens` from position 0,
+  // following `choices` (those of one msac run over them): its logits,
+  // decision margins and cache comparison. Each msac run (one-shot,
+  // chunked, token by token, batched) is compared with a reference run of
+  // its own: msac's kernels for other step sizes round differently, and a
+  // near tie or a cache value one step off that they decide the other way
+  // would otherwise grow through later tokens as it did before the
+  // reference followed them.
+  struct ReferenceRun {
+    std::vector<float> logits;
+    std::vector<double> margins;
+    CacheStats caches;
+  };
+  auto referenceRun = [&](const std::vector<int32_t> &tokens,
+                          const Choices &choices) {
+    auto seq = ref->newSequence();
+    ref->followChoices(&choices);
+    ReferenceRun run{ref->forward(seq, tokens), {}, {}};
+    ref->followChoices(nullptr);
+    followed += ref->lastFollowed();
+    run.margins = ref->lastMargins();
+    run.caches = ref->lastCacheFollowing();
+    return run;
+  };
   for (int64_t length : lengths) {
     std::vector<int32_t> tokens = prompt(length, length, vocab);
-    std::vector<float> want;
-    std::vector<double> margins;
 
     { // One-shot prefill.
       Harness h(*artifact, *ref);
@@ -533,13 +563,9 @@ int main(int argc, char **argv) {
       Choices choices;
       choices.bound = kTieMargin;
       collect(h, length, 0, length, 0, 0, choices);
-      auto seq = ref->newSequence();
-      ref->followChoices(&choices);
-      want = ref->forward(seq, tokens);
-      ref->followChoices(nullptr);
-      followed += ref->lastFollowed();
-      margins = ref->lastMargins();
-      const CacheStats cacheStats = ref->lastCacheFollowing();
+      const ReferenceRun run = referenceRun(tokens, choices);
+      const std::vector<float> &want = run.logits;
+      const std::vector<double> &margins = run.margins;
       Errors e;
       e.add(got.data(), want.data(), got.size(), margins.data(), vocab);
       if (std::getenv("MSAC_CHECK_VERBOSE"))
@@ -553,7 +579,7 @@ int main(int argc, char **argv) {
                         static_cast<long long>(r), worst, margins[r]);
         }
       report("prefill " + std::to_string(length), e);
-      reportCaches("caches " + std::to_string(length), cacheStats);
+      reportCaches("caches " + std::to_string(length), run.caches);
       // The blocks each MSA layer selected must equal the reference's (as
       // sets, §2.5.3) for every token that is not a near tie. In the first
       // MSA layer the inputs carry no earlier discrete choice, so every
@@ -609,41 +635,39 @@ int main(int argc, char **argv) {
         ++layerIndex;
       }
     }
-    // Chunked prefill of sequence `seq`, chunk i of chunkSize(i) tokens.
+    // Chunked prefill of sequence `seq`, chunk i of chunkSize(i) tokens
+    // (1: token-by-token decode from the first token).
     auto chunked = [&](const std::string &name, int64_t seq,
                        const std::function<int64_t(int64_t)> &chunkSize) {
       Harness h(*artifact, *ref);
       Pages pages = h.pagePool();
       h.reserve(seq, length, pages);
-      Errors e;
+      Choices choices;
+      choices.bound = kTieMargin;
+      std::vector<float> got;
       for (int64_t start = 0, i = 0; start < length; ++i) {
         const int64_t end = std::min<int64_t>(length, start + chunkSize(i));
         std::vector<int32_t> chunk(tokens.begin() + start,
                                    tokens.begin() + end);
-        std::vector<float> got = h.step({{seq, start, chunk}});
-        e.add(got.data(), want.data() + start * vocab, got.size(),
-              margins.data() + start, vocab);
+        std::vector<float> logits = h.step({{seq, start, chunk}});
+        collect(h, end - start, 0, end - start, start, seq, choices);
+        got.insert(got.end(), logits.begin(), logits.end());
         start = end;
       }
+      const ReferenceRun run = referenceRun(tokens, choices);
+      Errors e;
+      e.add(got.data(), run.logits.data(), got.size(), run.margins.data(),
+            vocab);
       report(name + " " + std::to_string(length), e);
+      reportCaches("caches, " + name + " " + std::to_string(length), run.caches,
+                   /*quiet=*/true);
     };
     chunked("chunked prefill (500)", 1, [](int64_t) { return 500; });
     if (length <= 300)
       chunked("chunked prefill (1-16)", 3, [](int64_t i) {
         return kSmallChunks[i % std::size(kSmallChunks)];
       });
-    { // Token-by-token decode from the first token.
-      Harness h(*artifact, *ref);
-      Pages pages = h.pagePool();
-      h.reserve(2, length, pages);
-      Errors e;
-      for (int64_t p = 0; p < length; ++p) {
-        std::vector<float> got = h.step({{2, p, {tokens[p]}}});
-        e.add(got.data(), want.data() + p * vocab, vocab, margins.data() + p,
-              vocab);
-      }
-      report("token-by-token decode " + std::to_string(length), e);
-    }
+    chunked("token-by-token decode", 2, [](int64_t) { return 1; });
   }
 
   { // Three sequences of different lengths in one step, then a mixed
@@ -683,13 +707,10 @@ int main(int argc, char **argv) {
     for (size_t s = 0; s < lengths.size(); ++s) {
       collect(h, static_cast<int64_t>(lengths.size()), s, 1, lengths[s], s,
               choices[s]);
-      auto seq = ref->newSequence();
-      ref->followChoices(&choices[s]);
-      wants.push_back(ref->forward(seq, prompts[s]));
-      ref->followChoices(nullptr);
-      followed += ref->lastFollowed();
-      wantMargins.push_back(ref->lastMargins());
-      addCacheStats(batchCaches, ref->lastCacheFollowing());
+      ReferenceRun run = referenceRun(prompts[s], choices[s]);
+      wants.push_back(std::move(run.logits));
+      wantMargins.push_back(std::move(run.margins));
+      addCacheStats(batchCaches, run.caches);
     }
     Errors e;
     int64_t row = 0;
