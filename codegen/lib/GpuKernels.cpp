@@ -2191,7 +2191,8 @@ static TuningOpt<int> attentionPTerms(
     "gpu-attention-p-terms", 2,
     "f16 terms of P in the tensor-core attention's P V products with f16 V "
     "(FP8 and NVFP4 caches): 2, a head and the tail P - head (about 22 "
-    "bits), or 1, the head alone (11 bits; tuning)");
+    "bits), or 1, the head alone (11 bits, relative error at most 2^-12, "
+    "half the P V mma; tuning)");
 
 static TuningOpt<bool> attentionScoreFma(
     "gpu-attention-score-fma", true,
@@ -2223,19 +2224,19 @@ static TuningOpt<int> attentionStepSoftmax(
     "every step, no branch (tuning)");
 
 static TuningOpt<bool> attentionSparseFullSteps(
-    "gpu-attention-sparse-full-steps", false,
+    "gpu-attention-sparse-full-steps", true,
     "Sparse attention's per-token loop runs each step whose groups all lie "
     "in selected blocks the token sees whole as dense attention's full "
     "steps (no guards or masks; --gpu-attention-step-softmax applies), the "
     "others guarded: one uniform branch per step (tuning)");
 
 static TuningOpt<int> attentionSparseAhead(
-    "gpu-attention-sparse-ahead", 0,
+    "gpu-attention-sparse-ahead", 3,
     "16-key groups each warp of the per-token sparse attention loads ahead "
     "(heads wider than 64 channels; 0: as dense attention; tuning)");
 
 static TuningOpt<bool> attentionStashWeights(
-    "gpu-attention-stash-weights", false,
+    "gpu-attention-stash-weights", true,
     "The per-token attention's combine of its warps' results computes each "
     "warp's weight exp(m_w - m) once per head instead of once per channel "
     "(tuning)");
@@ -3098,14 +3099,13 @@ void attentionKernel(GK &g, Operation *op) {
   // group, 64 words, would spill and stays at none).
   const int64_t rawWords = attentionGroupRawWords(s, type, vtype);
   // --gpu-attention-sparse-ahead overrides the wide heads' count for
-  // sparse attention.
+  // sparse attention where they load ahead at all (FP8 and NVFP4 groups).
   const int64_t ahead = d <= 64
                             ? std::clamp<int64_t>(kAheadWords / rawWords, 1, 4)
+                        : rawWords >= kAheadWordsWide ? 0
                         : sparse && attentionSparseAhead > 0
                             ? std::min<int64_t>(attentionSparseAhead, 4)
-                        : rawWords < kAheadWordsWide
-                            ? std::min<int64_t>(kAheadWordsWide / rawWords, 4)
-                            : 0;
+                            : std::min<int64_t>(kAheadWordsWide / rawWords, 4);
   const bool qShared = d > 64 && ahead > 0;
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
   // mS and lS (the four lanes of a quad hold a row's partial sums).
@@ -7389,7 +7389,7 @@ static TuningOpt<int> prologueClusterPrefetch(
     "the RMSNorm (tuning)");
 
 static TuningOpt<bool> prologueClusterPairRows(
-    "gpu-prologue-cluster-pair-rows", false,
+    "gpu-prologue-cluster-pair-rows", true,
     "The prologue's tensor-core cluster kernel keeps token rows t and t + 8 "
     "of its f16 input interleaved in shared memory, so that one ld.shared.v4 "
     "is one mma A operand (no register copies; 32 lane bytes; tuning)");
