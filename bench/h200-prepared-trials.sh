@@ -25,6 +25,13 @@
 #   - where the dense attention's and the indexer's warps wait: ncu's
 #     per-SASS-instruction stall samples (bench/ncu_stalls.py).
 #
+# Since the thirty-sixth session main has the stash weights, sparse full
+# steps with 3 groups ahead and the pair rows on by default (docs/perf.md:
+# their parts checked and timed, this combination with P in two terms not
+# yet run on a GPU: the checks part's main artifacts run it), so sw is
+# main and A0 is built with the pair rows off; p1 failed the head-128
+# checks on an H100 there (h128-*-p1 here).
+#
 #   bench/h200-prepared-trials.sh inputs DIR [BUILD]   (here: builds DIR)
 #   bash DIR/h200-prepared-trials.sh run DIR OUT [PARTS] (on the H200)
 #
@@ -49,8 +56,9 @@
 #              attention and index_score at batch 8 / 128K, FP8 and
 #              NVFP4 (CSV per kernel in OUT, summarized by
 #              bench/ncu_stalls.py)
-#   (OPS and VARIANTS, space-separated, narrow the variants of checks'
-#   m3_ops_check runs and of the attention timings.)
+#   (CHECKS, OPS and VARIANTS, space-separated, narrow the checks part's
+#   msac-host-check artifacts and m3_ops_check variants and the attention
+#   timings' variants; OPS=" " runs no m3_ops_check.)
 set -eu
 mode=$1
 DIR=$2
@@ -88,6 +96,8 @@ if [ "$mode" = inputs ]; then
       -o tiny-$c-s2.msa > /dev/null
     "$BIN/msac" compile tiny $C $K --gpu-attention-p-terms=1 \
       -o tiny-$c-p1.msa > /dev/null
+    "$BIN/msac" compile h128 $C $K --gpu-attention-p-terms=1 \
+      -o h128-$c-p1.msa > /dev/null
   done
   "$BIN/msac" compile h2048 $C --quantize-weights fp8-tensor \
     --gpu-prologue-cluster-pair-rows -o h2048-pr.msa > /dev/null
@@ -107,7 +117,8 @@ if [ "$mode" = inputs ]; then
     "$BIN/msac" compile m3 $C $K $SF --gpu-attention-sparse-ahead=3 -o m3-$c-sfa.msa > /dev/null &
     wait
   done
-  "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor -o A0.msa > /dev/null &
+  "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
+    --gpu-prologue-cluster-pair-rows=false -o A0.msa > /dev/null &
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
     --gpu-prologue-cluster-pair-rows -o PR.msa > /dev/null &
   wait
@@ -130,23 +141,23 @@ export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
 status=0
 if [[ $PARTS == *,checks,* ]]; then
-  [ -f h2048-pr.msa/weights.bin ] || gunzip h2048-pr.msa/weights.bin.gz
+  [ ! -f h2048-pr.msa/weights.bin.gz ] || gunzip h2048-pr.msa/weights.bin.gz
   ./msac-synth tiny --force > /dev/null
   ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force > /dev/null
   ./msac-synth h128 --config h128-config.json --seed 5 --force > /dev/null
   sha256sum -c --quiet sums.txt || { echo "checks: checkpoints differ"; status=1; }
   # The references run on the CPU: the checks side by side.
-  for a in tiny-nvfp4 tiny-fp8 tiny-bf16 tiny-fp8-s1w tiny-nvfp4-s1w \
-    tiny-fp8-s2 tiny-nvfp4-s2 tiny-fp8-p1 tiny-nvfp4-p1; do
-    timeout 400 ./msac-host-check $a.msa tiny --quick --device cuda \
-      > "$OUT/check-$a.txt" 2>&1 &
+  checks=${CHECKS:-tiny-nvfp4 tiny-fp8 tiny-bf16 tiny-fp8-s1w tiny-nvfp4-s1w \
+tiny-fp8-s2 tiny-nvfp4-s2 tiny-fp8-p1 tiny-nvfp4-p1 h2048-pr h128-fp8 h128-nvfp4 \
+h128-fp8-p1 h128-nvfp4-p1}
+  for a in $checks; do
+    case $a in
+      tiny-*) timeout 400 ./msac-host-check $a.msa tiny --quick --device cuda ;;
+      h128-*) timeout 500 ./msac-host-check $a.msa h128 --quick --device cuda ;;
+      h2048-*) timeout 500 ./msac-host-check $a.msa h2048 --quick --device cuda \
+        --quantize-weights fp8-tensor ;;
+    esac > "$OUT/check-$a.txt" 2>&1 &
   done
-  for a in h128-fp8 h128-nvfp4; do
-    timeout 500 ./msac-host-check $a.msa h128 --quick --device cuda \
-      > "$OUT/check-$a.txt" 2>&1 &
-  done
-  timeout 500 ./msac-host-check h2048-pr.msa h2048 --quick --device cuda \
-    --quantize-weights fp8-tensor > "$OUT/check-h2048-pr.txt" 2>&1 &
   for v in ${OPS:-fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw fp8-sf nvfp4-sf fp8-sfa nvfp4-sfa fp8-p1 nvfp4-p1}; do
     d=$(mktemp -d)
     timeout 120 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
@@ -156,10 +167,8 @@ if [[ $PARTS == *,checks,* ]]; then
     grep -E '\| FAIL|attention' "$OUT/ops-$v.txt" | head -6
     rm -rf "$d"
   done
-  for i in $(seq 12); do wait -n || status=1; done
-  for a in tiny-nvfp4 tiny-fp8 tiny-bf16 tiny-fp8-s1w tiny-nvfp4-s1w \
-    tiny-fp8-s2 tiny-nvfp4-s2 tiny-fp8-p1 tiny-nvfp4-p1 h2048-pr h128-fp8 \
-    h128-nvfp4; do
+  for a in $checks; do wait -n || status=1; done
+  for a in $checks; do
     echo "== $a: $(grep -E "token-by-token decode 300|1-16\) 300|caches 300|passed|FAILED" "$OUT/check-$a.txt" | tr -s ' ' | paste -sd'|')"
   done
 fi
