@@ -370,7 +370,9 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
   if ((launch.programmatic || launch.cluster > 1) && driver->cuLaunchKernelEx) {
     // The driver API's CUlaunchConfig / CUlaunchAttribute layouts (cuda.h,
     // CUDA 12+) with the attributes ids 4,
-    // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION ({x, y, z}), and 6,
+    // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION ({x, y, z}), 5,
+    // CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE (a
+    // CUclusterSchedulingPolicy), and 6,
     // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (1).
     struct LaunchAttribute {
       int id;
@@ -384,7 +386,7 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
     };
     static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56,
                   "CUDA driver launch structures");
-    LaunchAttribute attrs[2] = {};
+    LaunchAttribute attrs[3] = {};
     unsigned count = 0;
     if (launch.programmatic) {
       attrs[count].id = 6;
@@ -395,6 +397,11 @@ bool CudaModel::launchOne(const Step &step, const Launch &launch,
       attrs[count].id = 4;
       const unsigned dims[3] = {static_cast<unsigned>(launch.cluster), 1, 1};
       std::memcpy(attrs[count++].value, dims, sizeof(dims));
+      if (opts.clusterScheduling != 0) {
+        attrs[count].id = 5;
+        const int policy = opts.clusterScheduling;
+        std::memcpy(attrs[count++].value, &policy, sizeof(policy));
+      }
     }
     LaunchConfig config{{static_cast<unsigned>(launch.grid), 1, 1},
                         {static_cast<unsigned>(launch.block), 1, 1},

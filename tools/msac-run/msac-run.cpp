@@ -561,6 +561,7 @@ struct DecodeBenchOptions {
   int64_t batch = 1, context = 8192, steps = 20, warmup = 3;
   int64_t prefillChunk = 0; ///< tokens per sequence per step; 0 = decode
   bool dummyWeights = false, json = false, noGraphs = false;
+  std::string clusterScheduling = "default";
   std::string device = "cuda", dumpDir;
   /// --graph-range FIRST:LAST (launch indices, LAST exclusive).
   std::vector<std::string> graphRanges;
@@ -695,6 +696,9 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
       return fail("--graph-range times CUDA graphs; use --device cuda");
     graphRanges.emplace_back(first, last);
   }
+  if (d.clusterScheduling != "default" && d.device != "cuda")
+    return fail("--cluster-scheduling places CUDA cluster launches; use "
+                "--device cuda");
   const int64_t tokens = d.batch * perSequence;
   if (tokens > 65536)
     return fail("--batch x --prefill-chunk = " + std::to_string(tokens) +
@@ -705,6 +709,9 @@ int benchDecode(const std::string &path, const DecodeBenchOptions &d) {
   HostModelOptions o = instanceOptions(*a, d.batch, d.context, tokens);
   o.dummyWeights = d.dummyWeights;
   o.cudaGraphs = !d.noGraphs;
+  o.clusterScheduling = d.clusterScheduling == "spread"           ? 1
+                        : d.clusterScheduling == "load-balancing" ? 2
+                                                                  : 0;
   std::unique_ptr<Executor> executor = makeExecutor(*a, o, d.device);
   if (!executor)
     return 1;
@@ -929,6 +936,13 @@ int main(int argc, char **argv) {
       ->check(CLI::ExistingDirectory);
   decodeCmd->add_flag("--no-cuda-graphs", d.noGraphs,
                       "Launch kernel by kernel instead of one graph per step");
+  decodeCmd
+      ->add_option("--cluster-scheduling", d.clusterScheduling,
+                   "How the driver places the CTAs of thread-block cluster "
+                   "launches (--device cuda; CUDA's cluster scheduling "
+                   "policy preference)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "spread", "load-balancing"}));
   decodeCmd
       ->add_option("--graph-range", d.graphRanges,
                    "Also time launches FIRST:LAST (indices in the step, LAST "

@@ -36,6 +36,11 @@ struct HostModelOptions {
   /// GPU executors: run each step as one CUDA graph (captured at the first
   /// step) instead of one launch per kernel.
   bool cudaGraphs = true;
+  /// GPU executors: how the driver places the CTAs of a thread-block
+  /// cluster launch on the multiprocessors (CUDA's
+  /// CUclusterSchedulingPolicy: 0 the driver's default, 1 spread the
+  /// cluster's CTAs over the SMs, 2 let the hardware load-balance them).
+  int clusterScheduling = 0;
 };
 
 /// One step's inputs, token-major.
