@@ -1,57 +1,38 @@
 #!/bin/bash
-# Trials prepared while no H200 was lent (docs/perf.md, thirty-third and
-# thirty-fourth sessions), to check and time in one or two device calls:
-#   - --gpu-attention-step-softmax=1/2: the dense decode attention's full
-#     loop takes each step's 3 groups (M3) as one online softmax step
-#     (issue 7);
-#   - --gpu-attention-stash-weights: the attention's combine of its warps'
-#     results computes each warp's weight once per head, not per channel
-#     (sparse attention: about a third of its instructions; issue 7);
-#   - --gpu-attention-sparse-full-steps (with step softmax 1 and the stash
-#     weights: sf; and 3 groups ahead, --gpu-attention-sparse-ahead=3:
-#     sfa): sparse attention's steps over wholly visible selected blocks
-#     without guards, as dense attention's full loop (issue 7);
-#   - --gpu-prologue-cluster-pair-rows: the 2-16-token prologue cluster
-#     kernel's A operands straight from shared memory (issue 6);
-#   - the tiny model with NVFP4 caches as main builds it (not run on a GPU
-#     since the thirty-third session's score fma);
-#   - msac-host-check following msac's cache entries (thirty-fifth
-#     session) on the GPU: its cache lines, and the head-128 model with FP8
-#     and NVFP4 caches, which failed on the H200 until then;
-#   - --gpu-attention-p-terms=1 (p1): P as one f16 term in the P V
-#     products, half of them; about 5% faster in the thirty-second
-#     session but refused then by the tiny NVFP4 check's mean error (2.06e-2
-#     against 2.01e-2), which following the caches may have been inflating;
+# Trials prepared while no H200 was lent, to check and time in one or two
+# device calls (docs/perf.md, thirty-third to thirty-seventh sessions):
+#   - main's defaults (the stash weights, sparse full steps with 3 groups
+#     ahead, the prologue's pair rows: checked on an H100 in the
+#     thirty-seventh session, not yet timed on the H200);
+#   - --gpu-attention-stage-ahead=N (stN): the per-token attention loads
+#     its N groups ahead into shared memory by cp.async instead of
+#     registers, alone (st2, st3) and with --gpu-attention-ctas-per-sm=3
+#     (st1c3, st2c3: 12 warps per SM instead of 8; ptxas: 168 registers,
+#     FP8 st1c3 spills 32 bytes, none in the loop); the same products and
+#     sums as main, so their decode dumps must be byte-identical to main's;
+#   - --gpu-attention-p-terms=1 (p1): P as one f16 term (faster, but the
+#     head-128 checks failed with it on an H100);
+#   - --gpu-prologue-cluster-pair-rows=false (A0) against main (PR);
 #   - where the dense attention's and the indexer's warps wait: ncu's
 #     per-SASS-instruction stall samples (bench/ncu_stalls.py).
-#
-# Since the thirty-sixth session main has the stash weights, sparse full
-# steps with 3 groups ahead and the pair rows on by default (docs/perf.md:
-# their parts checked and timed, this combination with P in two terms not
-# yet run on a GPU: the checks part's main artifacts run it), so sw is
-# main and A0 is built with the pair rows off; p1 failed the head-128
-# checks on an H100 there (h128-*-p1 here).
 #
 #   bench/h200-prepared-trials.sh inputs DIR [BUILD]   (here: builds DIR)
 #   bash DIR/h200-prepared-trials.sh run DIR OUT [PARTS] (on the H200)
 #
 # PARTS (comma-separated, default checks,attention,prologue,stalls):
 #   checks     msac-host-check --quick on the tiny model (NVFP4, FP8 and
-#              bf16 caches as main builds it; FP8 and NVFP4 with step
-#              mode 1 and the stash weights together (s1w), with step
-#              mode 2, and with one P term (p1)), on a 2,048-channel FP8
-#              model with the pair rows (its chunked prefill of 1-16
-#              tokens runs the cluster kernel) and on the head-128 model
-#              with FP8 and NVFP4 caches (main);
-#              bench/m3_ops_check.py on M3's decode (batch 8, 8K) with
-#              each variant (s1, s2, sw, sf, sfa, p1) and format
+#              bf16 caches), on a 2,048-channel FP8 model with the pair
+#              rows (its chunked prefill of 1-16 tokens runs the cluster
+#              kernel) and on the head-128 model with FP8 and NVFP4 caches
+#              (main, st2, st1c3); bench/m3_ops_check.py on M3's decode
+#              (batch 8, 8K) with main and each staged variant, whose
+#              dumps are compared byte for byte with main's
 #   attention  per-launch medians of dense / sparse attention and
-#              index_score at 128K, batch 8 and 1, main, each step
-#              mode, the stash weights, sf, sfa and p1, FP8 and NVFP4 caches,
-#              2 runs
+#              index_score at 128K, batch 8 and 1, main and each variant,
+#              FP8 and NVFP4 caches, 2 runs
 #   prologue   the CUDA-graph ranges of the prologue (dense 2:6, MSA
 #              17:21, RMSNorm + dense 1:6) at 1, 2, 4, 8 and 16 tokens,
-#              main (A0) against the pair rows (PR), medians of 3 runs
+#              A0 against main (PR), medians of 3 runs
 #   stalls     ncu source-page stall samples of the dense and sparse
 #              attention and index_score at batch 8 / 128K, FP8 and
 #              NVFP4 (CSV per kernel in OUT, summarized by
@@ -90,14 +71,10 @@ if [ "$mode" = inputs ]; then
   for c in fp8 nvfp4; do
     K="--kv-cache-dtype $c --index-cache-dtype $c"
     "$BIN/msac" compile h128 $C $K -o h128-$c.msa > /dev/null
-    "$BIN/msac" compile tiny $C $K --gpu-attention-step-softmax=1 \
-      --gpu-attention-stash-weights -o tiny-$c-s1w.msa > /dev/null
-    "$BIN/msac" compile tiny $C $K --gpu-attention-step-softmax=2 \
-      -o tiny-$c-s2.msa > /dev/null
-    "$BIN/msac" compile tiny $C $K --gpu-attention-p-terms=1 \
-      -o tiny-$c-p1.msa > /dev/null
-    "$BIN/msac" compile h128 $C $K --gpu-attention-p-terms=1 \
-      -o h128-$c-p1.msa > /dev/null
+    "$BIN/msac" compile h128 $C $K --gpu-attention-stage-ahead=2 \
+      -o h128-$c-st2.msa > /dev/null
+    "$BIN/msac" compile h128 $C $K --gpu-attention-stage-ahead=1 \
+      --gpu-attention-ctas-per-sm=3 -o h128-$c-st1c3.msa > /dev/null
   done
   "$BIN/msac" compile h2048 $C --quantize-weights fp8-tensor \
     --gpu-prologue-cluster-pair-rows -o h2048-pr.msa > /dev/null
@@ -105,16 +82,17 @@ if [ "$mode" = inputs ]; then
   C="$C --strip-weights"
   for c in fp8 nvfp4; do
     K="--kv-cache-dtype $c --index-cache-dtype $c"
+    ST="--gpu-attention-stage-ahead"
     "$BIN/msac" compile m3 $C $K -o m3-$c.msa > /dev/null &
-    "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=1 -o m3-$c-s1.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K --gpu-attention-p-terms=1 -o m3-$c-p1.msa > /dev/null &
     wait
-    "$BIN/msac" compile m3 $C $K --gpu-attention-step-softmax=2 -o m3-$c-s2.msa > /dev/null &
-    "$BIN/msac" compile m3 $C $K --gpu-attention-stash-weights -o m3-$c-sw.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K $ST=2 -o m3-$c-st2.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K $ST=3 -o m3-$c-st3.msa > /dev/null &
     wait
-    "$BIN/msac" compile m3 $C $K --gpu-attention-p-terms=1 -o m3-$c-p1.msa > /dev/null
-    SF="--gpu-attention-sparse-full-steps --gpu-attention-step-softmax=1 --gpu-attention-stash-weights"
-    "$BIN/msac" compile m3 $C $K $SF -o m3-$c-sf.msa > /dev/null &
-    "$BIN/msac" compile m3 $C $K $SF --gpu-attention-sparse-ahead=3 -o m3-$c-sfa.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K $ST=1 --gpu-attention-ctas-per-sm=3 \
+      -o m3-$c-st1c3.msa > /dev/null &
+    "$BIN/msac" compile m3 $C $K $ST=2 --gpu-attention-ctas-per-sm=3 \
+      -o m3-$c-st2c3.msa > /dev/null &
     wait
   done
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
@@ -147,9 +125,8 @@ if [[ $PARTS == *,checks,* ]]; then
   ./msac-synth h128 --config h128-config.json --seed 5 --force > /dev/null
   sha256sum -c --quiet sums.txt || { echo "checks: checkpoints differ"; status=1; }
   # The references run on the CPU: the checks side by side.
-  checks=${CHECKS:-tiny-nvfp4 tiny-fp8 tiny-bf16 tiny-fp8-s1w tiny-nvfp4-s1w \
-tiny-fp8-s2 tiny-nvfp4-s2 tiny-fp8-p1 tiny-nvfp4-p1 h2048-pr h128-fp8 h128-nvfp4 \
-h128-fp8-p1 h128-nvfp4-p1}
+  checks=${CHECKS:-tiny-nvfp4 tiny-fp8 tiny-bf16 h2048-pr h128-fp8 h128-nvfp4 \
+h128-fp8-st2 h128-nvfp4-st2 h128-fp8-st1c3 h128-nvfp4-st1c3}
   for a in $checks; do
     case $a in
       tiny-*) timeout 400 ./msac-host-check $a.msa tiny --quick --device cuda ;;
@@ -158,13 +135,26 @@ h128-fp8-p1 h128-nvfp4-p1}
         --quantize-weights fp8-tensor ;;
     esac > "$OUT/check-$a.txt" 2>&1 &
   done
-  for v in ${OPS:-fp8-s1 nvfp4-s1 fp8-s2 nvfp4-s2 fp8-sw nvfp4-sw fp8-sf nvfp4-sf fp8-sfa nvfp4-sfa fp8-p1 nvfp4-p1}; do
+  for v in ${OPS:-fp8 nvfp4 fp8-st2 nvfp4-st2 fp8-st1c3 nvfp4-st1c3 nvfp4-st2c3}; do
     d=$(mktemp -d)
     timeout 120 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch 8 --context 8192 --steps 1 --warmup 1 --dump "$d" > /dev/null || status=1
     timeout 300 python3 m3_ops_check.py "$d" --config config.json > "$OUT/ops-$v.txt" 2>&1 || status=1
     echo "ops $v: $(grep -c '| PASS' "$OUT/ops-$v.txt") PASS, $(grep -c '| FAIL' "$OUT/ops-$v.txt") FAIL"
     grep -E '\| FAIL|attention' "$OUT/ops-$v.txt" | head -6
+    # A variant of main (the same products and sums in the same order:
+    # the staged builds) must dump the same bytes as main, whose dump of
+    # the format is kept for that (dump-fp8, dump-nvfp4).
+    case $v in
+      fp8|nvfp4) rm -rf "dump-$v"; mv "$d" "dump-$v"; continue ;;
+      *-st*)
+        c=${v%%-*}; differ=""
+        for f in "dump-$c"/*.bin; do
+          cmp -s "$f" "$d/$(basename "$f")" || differ="$differ $(basename "$f")"
+        done
+        if [ -n "$differ" ]; then echo "dump $v: differs from $c in$differ"; status=1;
+        else echo "dump $v: byte-identical to $c"; fi ;;
+    esac
     rm -rf "$d"
   done
   for a in $checks; do wait -n || status=1; done
@@ -173,7 +163,7 @@ h128-fp8-p1 h128-nvfp4-p1}
   done
 fi
 if [[ $PARTS == *,attention,* ]]; then
-  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-s1 fp8-s2 fp8-sw fp8-sf fp8-sfa fp8-p1 nvfp4 nvfp4-s1 nvfp4-s2 nvfp4-sw nvfp4-sf nvfp4-sfa nvfp4-p1}; do
+  for rep in 1 2; do for B in 8 1; do for v in ${VARIANTS:-fp8 fp8-st2 fp8-st3 fp8-st1c3 fp8-st2c3 fp8-p1 nvfp4 nvfp4-st2 nvfp4-st3 nvfp4-st1c3 nvfp4-st2c3 nvfp4-p1}; do
     echo "== $v B=$B rep=$rep"
     timeout 60 ./msac-run bench-decode m3-$v.msa --device cuda --dummy-weights \
       --batch $B --context 131072 --steps 20 --warmup 3 | grep -E "dense_attention|sparse_attention|index_score"

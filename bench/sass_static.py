@@ -54,6 +54,8 @@ LEARN = {
             "{%f10,%f11,%f12,%f13}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f1,%f2,%f3,%f4};",
     "LDS": "ld.shared.v4.b32 {%r10,%r11,%r12,%r13}, [%rd2];",
     "STS": "st.shared.b32 [%rd2], %r1;",
+    "LDL": "ld.local.b32 %r10, [%rd2];",
+    "STL": "st.local.b32 [%rd2], %r1;",
 }
 
 

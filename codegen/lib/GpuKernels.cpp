@@ -2247,6 +2247,13 @@ static TuningOpt<bool> attentionRingUnroll(
     "than it loads ahead per step, so that its ring of groups in flight "
     "stays in place instead of moving by a copy per word (tuning)");
 
+static TuningOpt<int> attentionStageAhead(
+    "gpu-attention-stage-ahead", 0,
+    "The per-token attention (FP8 and NVFP4 K and V caches, 128-channel "
+    "heads, --gpu-attention-ring-unroll) loads N groups ahead into shared "
+    "memory by cp.async, each lane its own words, instead of into "
+    "registers (0: registers, the default; tuning)");
+
 static TuningOpt<bool> attentionVPrmt(
     "gpu-attention-v-prmt", true,
     "The tensor-core attention's P V operand words (one 16-bit half from "
@@ -2714,6 +2721,158 @@ SmallVector<Value> attentionGroupRaw(GK &g, const AttentionShape &s, Value grp,
   return raw;
 }
 
+/// --gpu-attention-stage-ahead: the pieces one lane copies of `n` channels
+/// of a cache row (cacheRowRaw's loads, as cp.async sizes of 16, 8 or 4
+/// bytes): FP8 n bytes in 16-byte pieces; NVFP4 the n / 2 code bytes in one
+/// piece, then the aligned 32-bit word that holds the n / 16 scale bytes.
+/// Only the shapes of 128-channel heads (n = 32 and 16) are staged.
+SmallVector<int64_t> stagedRowPieces(msa::PagedCacheType type, int64_t n) {
+  if (!isNVFP4Cache(type))
+    return SmallVector<int64_t>(n / 16, 16);
+  return {n / 2, 4};
+}
+
+bool attentionStageFits(const AttentionShape &s, msa::PagedCacheType type,
+                        msa::PagedCacheType vtype) {
+  return attentionStageAhead > 0 && attentionRingUnroll && s.d == 128 &&
+         isDecodedCache(type) && isDecodedCache(vtype) &&
+         attentionStepSoftmax == 0;
+}
+
+/// Bytes one lane stages per 16-key group (attentionGroupRaw's rows).
+int64_t attentionStagedLaneBytes(const AttentionShape &s,
+                                 msa::PagedCacheType type,
+                                 msa::PagedCacheType vtype) {
+  int64_t bytes = 0;
+  for (int64_t size : stagedRowPieces(type, s.d / 4))
+    bytes += 2 * size;
+  for (int64_t size : stagedRowPieces(vtype, s.d / 8))
+    bytes += 4 * size;
+  return bytes;
+}
+
+/// The staged rows of one group in a warp's slot at byte `slot` of the
+/// shared array `smem`: piece after piece, each as 32 lanes' pieces of its
+/// size (lane l at l * size), so that a warp's reads of one piece are
+/// conflict-free. `at` counts the slot's bytes used so far.
+struct StagedRows {
+  GK &g;
+  Value smem, slot;
+  int64_t at = 0;
+  Value pieceAddress(int64_t size) {
+    KB &k = g.k;
+    auto sharedT = LLVM::LLVMPointerType::get(k.b.getContext(), 3);
+    Value byte = k.iadd(k.iadd(slot, k.c(at)), k.imul(g.lane, k.c(size)));
+    at += kWarp * size;
+    return LLVM::GEPOp::create(k.b, k.loc, sharedT, k.b.getI8Type(), smem,
+                               ValueRange{k.toI64(byte)});
+  }
+};
+
+/// Copies (cp.async) this lane's pieces of channels [c0, c0 + n) of row
+/// `key` (cacheRowRaw's bytes) into `rows`. `cacheG` is the cache as a
+/// global-space pointer.
+void stageCacheRow(GK &g, StagedRows &rows, msa::PagedCacheType type,
+                   Value cacheG, Value phys, Value kvHead, Value key, Value c0,
+                   int64_t n) {
+  KB &k = g.k;
+  auto globalT = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
+  CacheRow row = cacheRow(k, cacheG, type, phys, kvHead, key);
+  auto copy = [&](Value byte, int64_t size) {
+    Value from = LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(),
+                                     cacheG, ValueRange{k.toI64(byte)});
+    NVVM::CpAsyncOp::create(k.b, k.loc, rows.pieceAddress(size), from, size,
+                            size == 16 ? NVVM::LoadCacheModifierKind::CG
+                                       : NVVM::LoadCacheModifierKind::CA,
+                            Value());
+  };
+  if (!isNVFP4Cache(type)) {
+    for (int64_t j = 0; j < n / 16; ++j)
+      copy(k.iadd(row.data, k.iadd(c0, k.c(16 * j))), 16);
+    return;
+  }
+  copy(k.iadd(row.data, k.idiv(c0, k.c(2))), n / 2);
+  Value scaleAt = k.iadd(row.scales, k.idiv(c0, k.c(16)));
+  copy(k.imul(k.idiv(scaleAt, k.c(4)), k.c(4)), 4);
+}
+
+/// cacheRowRaw's words of the row stageCacheRow copied into `rows`.
+SmallVector<Value> stagedCacheRow(GK &g, StagedRows &rows,
+                                  msa::PagedCacheType type, Value c0,
+                                  int64_t n) {
+  KB &k = g.k;
+  auto load = [&](int64_t size) {
+    const int64_t words = size / 4;
+    Value at = rows.pieceAddress(size);
+    SmallVector<Value> out;
+    if (words == 1) {
+      out.push_back(LLVM::LoadOp::create(k.b, k.loc, k.i32, at, 4));
+      return out;
+    }
+    auto vec = VectorType::get({words}, k.i32);
+    Value v = LLVM::LoadOp::create(k.b, k.loc, vec, at, size);
+    for (int64_t e = 0; e < words; ++e)
+      out.push_back(LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e)));
+    return out;
+  };
+  SmallVector<Value> out;
+  if (!isNVFP4Cache(type)) {
+    for (int64_t j = 0; j < n / 16; ++j)
+      llvm::append_range(out, load(16));
+    return out;
+  }
+  out = load(n / 2);
+  // The scale bytes from their aligned word: byte (c0 / 16) mod 4 on.
+  Value word = load(4)[0];
+  Value shift = arith::IndexCastOp::create(
+      k.b, k.loc, k.i32, k.imul(k.irem(k.idiv(c0, k.c(16)), k.c(4)), k.c(8)));
+  word = arith::ShRUIOp::create(k.b, k.loc, word, shift);
+  // One scale byte is used as the word itself (nvfp4RawScaleByte).
+  if (nvfp4RawScaleBytes(n) == 1)
+    word = arith::AndIOp::create(k.b, k.loc, word, g.ci32(0xFF));
+  out.push_back(word);
+  return out;
+}
+
+/// attentionGroupRaw's rows of group `grp` into (stage) or out of (read)
+/// the warp's slot `slot`.
+void stageAttentionGroup(GK &g, const AttentionShape &s, Value smem, Value slot,
+                         Value grp, Value phys, Value kvHead,
+                         msa::PagedCacheType type, msa::PagedCacheType vtype,
+                         Value kg, Value vg) {
+  KB &k = g.k;
+  const int64_t d = s.d;
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  Value key0 = k.imul(grp, k.c(16));
+  StagedRows rows{g, smem, slot};
+  for (int64_t nt = 0; nt < 2; ++nt)
+    stageCacheRow(g, rows, type, kg, phys, kvHead,
+                  k.iadd(key0, k.iadd(k.c(nt * 8), row)),
+                  k.imul(quad, k.c(d / 4)), d / 4);
+  for (int64_t dk : kVKeys)
+    stageCacheRow(g, rows, vtype, vg, phys, kvHead,
+                  k.iadd(key0, k.iadd(k.c(dk), k.imul(quad, k.c(2)))),
+                  k.imul(row, k.c(d / 8)), d / 8);
+}
+
+SmallVector<Value> stagedAttentionGroup(GK &g, const AttentionShape &s,
+                                        Value smem, Value slot,
+                                        msa::PagedCacheType type,
+                                        msa::PagedCacheType vtype) {
+  KB &k = g.k;
+  const int64_t d = s.d;
+  Value quad = k.irem(g.lane, k.c(4)), row = k.idiv(g.lane, k.c(4));
+  StagedRows rows{g, smem, slot};
+  SmallVector<Value> raw;
+  for (int64_t nt = 0; nt < 2; ++nt)
+    llvm::append_range(
+        raw, stagedCacheRow(g, rows, type, k.imul(quad, k.c(d / 4)), d / 4));
+  for (int64_t i = 0; i < 4; ++i)
+    llvm::append_range(
+        raw, stagedCacheRow(g, rows, vtype, k.imul(row, k.c(d / 8)), d / 8));
+  return raw;
+}
+
 /// Group `grp` of block `blk` for attentionGroupsMath from
 /// attentionGroupRaw's `raw` words, decoded here (`table`: the NVFP4 decode
 /// table in shared memory, or null: no NVFP4 cache, or g.e2m1). With
@@ -3100,13 +3259,25 @@ void attentionKernel(GK &g, Operation *op) {
   const int64_t rawWords = attentionGroupRawWords(s, type, vtype);
   // --gpu-attention-sparse-ahead overrides the wide heads' count for
   // sparse attention where they load ahead at all (FP8 and NVFP4 groups).
-  const int64_t ahead = d <= 64
+  // --gpu-attention-stage-ahead: the groups ahead wait in shared memory
+  // (the warp's slots of stageSmem) instead of registers.
+  const bool staged = attentionStageFits(s, type, vtype);
+  const int64_t ahead = staged ? std::min<int64_t>(attentionStageAhead, 6)
+                        : d <= 64
                             ? std::clamp<int64_t>(kAheadWords / rawWords, 1, 4)
                         : rawWords >= kAheadWordsWide ? 0
                         : sparse && attentionSparseAhead > 0
                             ? std::min<int64_t>(attentionSparseAhead, 4)
                             : std::min<int64_t>(kAheadWordsWide / rawWords, 4);
   const bool qShared = d > 64 && ahead > 0;
+  const int64_t stageSlotBytes =
+      staged ? kWarp * attentionStagedLaneBytes(s, type, vtype) : 0;
+  Value stageSmem;
+  if (staged) {
+    g.declareLaunch(g.threads, g.warps * (ahead + 1) * stageSlotBytes,
+                    std::max<int64_t>(attentionCtasPerSM, 1));
+    stageSmem = g.dynamicShared();
+  }
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
   // mS and lS (the four lanes of a quad hold a row's partial sums).
   // With `pScaled` (the per-token way's f16 V operands) O carries
@@ -3228,6 +3399,54 @@ void attentionKernel(GK &g, Operation *op) {
     // unselected sparse slot, whose keys are not loaded) and its raw cache
     // words.
     SmallVector<Type> rawTypes(rawWords, k.i32), indexType{k.b.getIndexType()};
+    auto globalPtrT = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
+    Value kg = staged
+                   ? LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalPtrT, kc)
+                         .getResult()
+                   : Value();
+    Value vg = staged
+                   ? LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalPtrT, vc)
+                         .getResult()
+                   : Value();
+    // Byte of this warp's ring slot `slot` in stageSmem.
+    auto slotByte = [&](int64_t slot) {
+      return k.iadd(k.imul(g.warp, k.c((ahead + 1) * stageSlotBytes)),
+                    k.c(slot * stageSlotBytes));
+    };
+    // Staged items: the copies of item i's group into `slot`, one cp.async
+    // group per item (empty where there is nothing to load), and the item
+    // as its block alone.
+    auto issueStaged = [&](Value i, int64_t slot, bool flat) {
+      SmallVector<Value> item;
+      if (flat) {
+        Value last = g.isub(items, k.c(1));
+        Value blk = blockOf(g.imin(i, last));
+        Value inRange = k.icmp(CmpI::ult, i, items);
+        Value from = blk;
+        if (sparse) {
+          Value selected = k.icmp(CmpI::sge, blk, k.c(0));
+          from = k.select(selected, blk, k.c(0));
+          inRange = g.andI(inRange, selected);
+        }
+        stageAttentionGroup(g, s, stageSmem, slotByte(slot), groupOf(i),
+                            pageOf(k, table, seq, from), kvHead, type, vtype,
+                            kg, vg);
+        item.push_back(k.select(inRange, blk, k.c(-1)));
+      } else {
+        Value blk = g.ifElse(
+            k.icmp(CmpI::ult, i, items), indexType,
+            [&]() -> SmallVector<Value> { return {blockOf(i)}; },
+            [&]() -> SmallVector<Value> { return {k.c(-1)}; })[0];
+        k.ifThen(k.icmp(CmpI::sge, blk, k.c(0)), [&] {
+          stageAttentionGroup(g, s, stageSmem, slotByte(slot), groupOf(i),
+                              pageOf(k, table, seq, blk), kvHead, type, vtype,
+                              kg, vg);
+        });
+        item.push_back(blk);
+      }
+      NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
+      return item;
+    };
     auto issue = [&](Value i) {
       Value blk = g.ifElse(
           k.icmp(CmpI::ult, i, items), indexType,
@@ -3272,16 +3491,25 @@ void attentionKernel(GK &g, Operation *op) {
     };
     SmallVector<Value> loopInit(init.begin(), init.end());
     for (int64_t a = 0; a < ahead; ++a)
-      llvm::append_range(loopInit, issue(k.c(a)));
-    const size_t stateSize = init.size(), itemSize = rawWords + 1;
+      llvm::append_range(loopInit, staged ? issueStaged(k.c(a), a, false)
+                                          : issue(k.c(a)));
+    const size_t stateSize = init.size(), itemSize = staged ? 1 : rawWords + 1;
     // Item i's group on `state`: its block (-1: none, skipped where
     // `guard`: sparse slots, and the unrolled loop's items past the end).
     // `full`: the item is known to be valid and every key of it visible.
+    // Staged items (`slot` >= 0): every copy but those of the `ahead`
+    // items issued after it has landed (each lane reads its own words).
     auto step = [&](Value i, ArrayRef<Value> item, ArrayRef<Value> state,
-                    bool guard, bool full = false) -> SmallVector<Value> {
+                    bool guard, bool full = false,
+                    int64_t slot = -1) -> SmallVector<Value> {
       Value blk = item[0];
       SmallVector<Value> raw(item.begin() + 1, item.end());
+      if (slot >= 0)
+        NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, ahead);
       auto math = [&]() -> SmallVector<Value> {
+        if (slot >= 0)
+          raw = stagedAttentionGroup(g, s, stageSmem, slotByte(slot), type,
+                                     vtype);
         return attentionGroupFromRaw(g, s, groupOf(i), blk, p, raw, type, vtype,
                                      decodeTable, qShared ? sharedQ() : qa,
                                      itemScale, ValueRange(state), full);
@@ -3322,9 +3550,11 @@ void attentionKernel(GK &g, Operation *op) {
           SmallVector<MathGroup, 4> stepGroups;
           for (int64_t u = 0; u < unroll; ++u) {
             Value i = k.iadd(k.imul(t, k.c(unroll)), k.c(u));
-            slots[(u + ahead) % unroll] = full
-                                              ? issueFlat(k.iadd(i, k.c(ahead)))
-                                              : issue(k.iadd(i, k.c(ahead)));
+            const int64_t into = (u + ahead) % unroll;
+            slots[into] = staged
+                              ? issueStaged(k.iadd(i, k.c(ahead)), into, full)
+                          : full ? issueFlat(k.iadd(i, k.c(ahead)))
+                                 : issue(k.iadd(i, k.c(ahead)));
             if (oneStep)
               stepGroups.push_back(attentionGroupWords(
                   g, s, groupOf(i), slots[u][0], p,
@@ -3332,7 +3562,8 @@ void attentionKernel(GK &g, Operation *op) {
                   decodeTable, qShared ? sharedQ() : qa, /*knownFull=*/true,
                   /*deferV=*/true));
             else
-              state = step(i, slots[u], state, /*guard=*/!full, full);
+              state = step(i, slots[u], state, /*guard=*/!full, full,
+                           staged ? u : -1);
           }
           if (oneStep)
             state = attentionGroupsMath(
@@ -3416,6 +3647,8 @@ void attentionKernel(GK &g, Operation *op) {
           });
     }
     SmallVector<Value> st(loopOut.begin(), loopOut.begin() + stateSize);
+    if (staged)
+      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
     // Every lane's last Q read precedes the warp's stash.
     if (qShared)
       NVVM::SyncWarpOp::create(k.b, k.loc, g.ci32(-1));
