@@ -175,6 +175,13 @@ public:
     }
     return LLVM::AddressOfOp::create(k.b, k.loc, global);
   }
+  /// Declares `bytes` of dynamic shared memory for the kernel (its launch
+  /// otherwise undeclared: the target's CTAs and grid; declareLaunch sets
+  /// the whole shape instead).
+  void declareDynamicShared(int64_t bytes) {
+    k.entry->getParentOp()->setAttr(kGpuDynamicSharedAttr,
+                                    k.b.getI64IntegerAttr(bytes));
+  }
   /// Declares the kernel's own launch shape: `block` threads per CTA,
   /// `dynamicSharedBytes` bytes of dynamic shared memory, `ctasPerSM` CTAs
   /// per multiprocessor (the grid; registers are capped so that they fit).
@@ -2822,7 +2829,9 @@ SmallVector<Value> stagedCacheRow(GK &g, StagedRows &rows,
     return out;
   }
   out = load(n / 2);
-  // The scale bytes from their aligned word: byte (c0 / 16) mod 4 on.
+  // The scale bytes from their aligned word: byte (c0 / 16) mod 4 on (a
+  // row's scales start 4-byte aligned: 8 per row at D = 128, the only
+  // staged head size).
   Value word = load(4)[0];
   Value shift = arith::IndexCastOp::create(
       k.b, k.loc, k.i32, k.imul(k.irem(k.idiv(c0, k.c(16)), k.c(4)), k.c(8)));
@@ -3274,8 +3283,11 @@ void attentionKernel(GK &g, Operation *op) {
       staged ? kWarp * attentionStagedLaneBytes(s, type, vtype) : 0;
   Value stageSmem;
   if (staged) {
-    g.declareLaunch(g.threads, g.warps * (ahead + 1) * stageSlotBytes,
-                    std::max<int64_t>(attentionCtasPerSM, 1));
+    const int64_t bytes = g.warps * (ahead + 1) * stageSlotBytes;
+    if (attentionCtasPerSM > 0)
+      g.declareLaunch(g.threads, bytes, attentionCtasPerSM);
+    else
+      g.declareDynamicShared(bytes);
     stageSmem = g.dynamicShared();
   }
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,

@@ -25,9 +25,9 @@ using CUfunction = void *;
 using CUdeviceptr = unsigned long long;
 constexpr int kAttrMajor = 75, kAttrMinor = 76; // compute capability
 /// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: a kernel may launch with
-/// more than 48 KiB of dynamic shared memory only after raising it.
+/// more than 48 KiB of shared memory (static and dynamic) only after raising
+/// it; by default it is 48 KiB less the kernel's static shared memory.
 constexpr int kFuncAttrMaxDynamicShared = 8;
-constexpr int64_t kDefaultDynamicSharedLimit = 48 * 1024;
 } // namespace
 
 /// Driver entry points, resolved with dlsym.
@@ -259,7 +259,10 @@ std::unique_ptr<CudaModel> CudaModel::create(const Artifact &artifact,
       l.cluster = shape.cluster;
       l.minTokens = shape.minTokens;
       l.maxTokens = shape.maxTokens;
-      if (l.dynamicSharedBytes > kDefaultDynamicSharedLimit) {
+      // Static and dynamic shared memory together may exceed the default
+      // 48 KiB only with the kernel's opt-in, so every kernel that declares
+      // dynamic shared memory opts in to its size.
+      if (l.dynamicSharedBytes > 0) {
         rc = driver->cuFuncSetAttribute(l.function, kFuncAttrMaxDynamicShared,
                                         static_cast<int>(l.dynamicSharedBytes));
         if (rc != 0) {
