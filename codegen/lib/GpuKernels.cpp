@@ -3425,25 +3425,34 @@ void attentionKernel(GK &g, Operation *op) {
       return k.iadd(k.imul(g.warp, k.c((ahead + 1) * stageSlotBytes)),
                     k.c(slot * stageSlotBytes));
     };
+    // An item issued without branches (issueFlat): the block it loads
+    // from and the block it carries. Past the end it loads a group of the
+    // last item's block (valid addresses; its words are never used) and
+    // carries block -1; in sparse attention an unselected slot (block -1)
+    // loads from block 0 of the sequence and carries -1.
+    auto flatItem = [&](Value i) -> std::pair<Value, Value> {
+      Value last = g.isub(items, k.c(1));
+      Value blk = blockOf(g.imin(i, last));
+      Value inRange = k.icmp(CmpI::ult, i, items);
+      Value from = blk;
+      if (sparse) {
+        Value selected = k.icmp(CmpI::sge, blk, k.c(0));
+        from = k.select(selected, blk, k.c(0));
+        inRange = g.andI(inRange, selected);
+      }
+      return {from, k.select(inRange, blk, k.c(-1))};
+    };
     // Staged items: the copies of item i's group into `slot`, one cp.async
     // group per item (empty where there is nothing to load), and the item
     // as its block alone.
     auto issueStaged = [&](Value i, int64_t slot, bool flat) {
       SmallVector<Value> item;
       if (flat) {
-        Value last = g.isub(items, k.c(1));
-        Value blk = blockOf(g.imin(i, last));
-        Value inRange = k.icmp(CmpI::ult, i, items);
-        Value from = blk;
-        if (sparse) {
-          Value selected = k.icmp(CmpI::sge, blk, k.c(0));
-          from = k.select(selected, blk, k.c(0));
-          inRange = g.andI(inRange, selected);
-        }
+        auto [from, carried] = flatItem(i);
         stageAttentionGroup(g, s, stageSmem, slotByte(slot), groupOf(i),
                             pageOf(k, table, seq, from), kvHead, type, vtype,
                             kg, vg);
-        item.push_back(k.select(inRange, blk, k.c(-1)));
+        item.push_back(carried);
       } else {
         Value blk = g.ifElse(
             k.icmp(CmpI::ult, i, items), indexType,
@@ -3478,24 +3487,12 @@ void attentionKernel(GK &g, Operation *op) {
                     }));
       return item;
     };
-    // issue without branches, for dense attention's loop over fully
-    // visible blocks (--gpu-attention-full-loop): an item past the end
-    // loads a group of the last item's block (valid addresses; its words
-    // are never used) and carries block -1.
-    // Sparse attention (--gpu-attention-sparse-full-steps): an unselected
-    // slot (block -1) loads from block 0 of the sequence instead, and
-    // carries -1.
+    // issue without branches (flatItem), for dense attention's loop over
+    // fully visible blocks (--gpu-attention-full-loop) and sparse
+    // attention's full steps (--gpu-attention-sparse-full-steps).
     auto issueFlat = [&](Value i) {
-      Value last = g.isub(items, k.c(1));
-      Value blk = blockOf(g.imin(i, last));
-      Value inRange = k.icmp(CmpI::ult, i, items);
-      Value from = blk;
-      if (sparse) {
-        Value selected = k.icmp(CmpI::sge, blk, k.c(0));
-        from = k.select(selected, blk, k.c(0));
-        inRange = g.andI(inRange, selected);
-      }
-      SmallVector<Value> item{k.select(inRange, blk, k.c(-1))};
+      auto [from, carried] = flatItem(i);
+      SmallVector<Value> item{carried};
       llvm::append_range(item, attentionGroupRaw(g, s, groupOf(i),
                                                  pageOf(k, table, seq, from),
                                                  kvHead, type, vtype, kc, vc));
