@@ -2788,10 +2788,15 @@ void stageCacheRow(GK &g, StagedRows &rows, msa::PagedCacheType type,
   auto copy = [&](Value byte, int64_t size) {
     Value from = LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(),
                                      cacheG, ValueRange{k.toI64(byte)});
+    // Through L1 (.ca) at every size: a K row's two 16-byte FP8 pieces of
+    // a lane lie 16 bytes apart, so one copy instruction of the warp reads
+    // half of each 32-byte sector of its rows and the next one the other
+    // half; with .cg (L2 only) every sector was read from L2 twice (ncu,
+    // H100, batch 8 / 128K: L2 87 % busy at 50 % DRAM throughput, L1 hit
+    // rate 2 % against the register loads' 34 %; docs/perf.md,
+    // thirty-eighth session).
     NVVM::CpAsyncOp::create(k.b, k.loc, rows.pieceAddress(size), from, size,
-                            size == 16 ? NVVM::LoadCacheModifierKind::CG
-                                       : NVVM::LoadCacheModifierKind::CA,
-                            Value());
+                            NVVM::LoadCacheModifierKind::CA, Value());
   };
   if (!isNVFP4Cache(type)) {
     for (int64_t j = 0; j < n / 16; ++j)
