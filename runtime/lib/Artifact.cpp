@@ -293,11 +293,17 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     for (const JsonField &b : root.at("buffers").elements()) {
       Buffer buffer;
       const std::string kind = b.at("kind").string();
+      buffer.name = b.at("name").string();
+      if (kind != "input" && kind != "cache" && kind != "weight" &&
+          kind != "activation")
+        throw std::runtime_error(
+            "buffer '" + buffer.name + "' has kind '" + kind +
+            "', but buffers are input, cache, weight or activation; the "
+            "artifact is corrupt, recompile the model");
       buffer.kind = kind == "input"    ? Buffer::Kind::Input
                     : kind == "cache"  ? Buffer::Kind::Cache
                     : kind == "weight" ? Buffer::Kind::Weight
                                        : Buffer::Kind::Activation;
-      buffer.name = b.at("name").string();
       buffer.dtype = b.at("dtype").string();
       buffer.shape = readShape(b.at("shape"));
       buffer.argument = b.integer("argument", -1);
@@ -314,6 +320,28 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       if (buffer.kind == Buffer::Kind::Cache && buffer.bytesPerToken <= 0)
         throw std::runtime_error("cache '" + buffer.name +
                                  "' has no positive bytes_per_token");
+      // The kernels address a token's row as heads x head_dim values of
+      // the cache format (NVFP4: head_dim / 2 code bytes and head_dim / 16
+      // E4M3 scales per head, PagedCacheType::getBytesPerToken): a smaller
+      // bytes_per_token would allocate less than they write.
+      if (buffer.kind == Buffer::Kind::Cache) {
+        const bool nvfp4 = buffer.dtype == "nvfp4";
+        const int64_t h = buffer.heads, d = buffer.headDim;
+        const bool shaped = h > 0 && d > 0 && h <= (1 << 16) &&
+                            d <= (1 << 16) && (!nvfp4 || d % 16 == 0);
+        const int64_t need = !shaped ? 0
+                             : nvfp4 ? h * (d / 2 + d / 16)
+                                     : h * d * buffer.elementBytes();
+        if (!shaped || need != buffer.bytesPerToken)
+          throw std::runtime_error(
+              "cache '" + buffer.name + "' has bytes_per_token " +
+              std::to_string(buffer.bytesPerToken) + ", but " +
+              std::to_string(h) + " heads of " + std::to_string(d) + " " +
+              buffer.dtype + " channels" +
+              (shaped ? " take " + std::to_string(need)
+                      : " are not a cache row") +
+              "; the artifact is corrupt, recompile the model");
+      }
       buffer.offset = b.unsignedInteger("offset", 0);
       buffer.bytes = b.unsignedInteger("bytes", 0);
       a->bufferList.push_back(buffer);
@@ -398,7 +426,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                                  : b.kind == Buffer::Kind::Weight
                                      ? "weight"
                                      : "activation";
-        if (b.dtype != params[i].dtype || !sameSize(b.shape, params[i].shape))
+        if (kind != params[i].kind || b.dtype != params[i].dtype ||
+            !sameSize(b.shape, params[i].shape))
           throw std::runtime_error(
               where + " passes buffer " + std::to_string(step.buffers[i]) +
               " ('" + b.name + "', " + describe(kind, b.dtype, b.shape) +
@@ -437,6 +466,21 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
           "schedules.prefill and schedules.decode must each launch at least "
           "one kernel; the artifact is corrupt, recompile the model");
     a->outputList = root.at("outputs").integers();
+    // Each step's last launch writes the logits (msa.logits's result, its
+    // last buffer), which the runtime then reads: a schedule cut short
+    // would leave them stale or unwritten.
+    for (auto [name, list] :
+         {std::pair<const char *, const std::vector<Step> *>{"prefill",
+                                                             &a->prefill},
+          {"decode", &a->decode}})
+      if (a->outputList.empty() || list->back().buffers.empty() ||
+          list->back().buffers.back() != a->outputList[0])
+        throw std::runtime_error(
+            std::string("schedules.") + name +
+            " does not end with the launch that writes the logits (output " +
+            (a->outputList.empty() ? std::string("none")
+                                   : std::to_string(a->outputList[0])) +
+            "); the artifact is corrupt, recompile the model");
     // A hand-edited or corrupt manifest must not reach the kernels: the
     // buffers' element types are the ones msac writes, and the model's
     // vocabulary is the logits buffer's width (every step reads that many
@@ -566,13 +610,49 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     const std::string weightsPath =
         dir + "/" + insideArtifact(weightsField.at("file"), /*sibling=*/true);
     a->stripped = weightsField.boolean("stripped", false);
+    // Weights start at multiples of the stated alignment (msac writes
+    // 4096; the kernels' vector loads need at least 16) and do not
+    // overlap.
+    {
+      const uint64_t align = weightsField.unsignedInteger("alignment", 16);
+      std::vector<const Buffer *> weights;
+      for (const Buffer &b : a->bufferList)
+        if (b.kind == Buffer::Kind::Weight)
+          weights.push_back(&b);
+      std::sort(weights.begin(), weights.end(),
+                [](const Buffer *x, const Buffer *y) {
+                  return x->offset < y->offset;
+                });
+      for (size_t i = 0; i < weights.size(); ++i) {
+        const Buffer &b = *weights[i];
+        uint64_t end = 0;
+        const bool wraps = __builtin_add_overflow(b.offset, b.bytes, &end);
+        std::string why;
+        if (align < 16 || (align & (align - 1)) != 0)
+          why = "weights.alignment " + std::to_string(align) +
+                " is not a power of two of at least 16";
+        else if (b.offset % align != 0)
+          why = "it starts at offset " + std::to_string(b.offset) +
+                ", not a multiple of weights.alignment " +
+                std::to_string(align);
+        else if (wraps)
+          why = "its offset plus its size pass 2^64";
+        else if (i + 1 < weights.size() && end > weights[i + 1]->offset)
+          why = "it overlaps weight '" + weights[i + 1]->name + "'";
+        if (!why.empty()) {
+          error = dir + "/manifest.json: weight '" + b.name + "': " + why +
+                  "; the artifact is corrupt, recompile the model";
+          return nullptr;
+        }
+      }
+    }
     int fd = -1;
     if (a->stripped) {
       // Only the description; offsets are checked against the stated size.
       a->weightsSize = weightsField.at("bytes").unsignedInteger();
       for (const Buffer &b : a->bufferList)
         if (b.kind == Buffer::Kind::Weight &&
-            b.offset + b.bytes > a->weightsSize) {
+            (b.bytes > a->weightsSize || b.offset > a->weightsSize - b.bytes)) {
           error = dir + "/manifest.json: weight '" + b.name +
                   "' lies outside the stated weights size; the artifact is "
                   "corrupt";
@@ -611,7 +691,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       ::close(fd);
       for (const Buffer &b : a->bufferList)
         if (b.kind == Buffer::Kind::Weight &&
-            b.offset + b.bytes > a->weightsSize) {
+            (b.bytes > a->weightsSize || b.offset > a->weightsSize - b.bytes)) {
           error = weightsPath + ": weight '" + b.name +
                   "' lies outside the file; the artifact is corrupt";
           return nullptr;

@@ -538,6 +538,18 @@ int Synthesizer::run() {
               << writer.dataBytes() << " of tensor data)\n";
   }
   const fs::path out(opts.outDir);
+  // --force over an earlier checkpoint: its shards that this one did not
+  // rewrite (another shard count) would be read with the new index or
+  // beside the single file, so they go.
+  for (const fs::directory_entry &e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    bool written = false;
+    for (size_t s = 0; s < shards.size(); ++s)
+      written |= name == shardName(s);
+    if (!written && name.rfind("model", 0) == 0 &&
+        e.path().extension() == ".safetensors")
+      fs::remove(e.path(), ec);
+  }
   fs::remove(out / "model.safetensors.index.json", ec);
   if (shards.size() > 1) {
     index["metadata"]["total_size"] = totalBytes;

@@ -280,6 +280,25 @@ int checkArtifactDir(const std::string &dir) {
   return 0;
 }
 
+/// Refuses an -o file that already exists inside the checkpoint folder
+/// `modelDir` (its config.json, a safetensors shard, the tokenizer): the
+/// IR or PTX written there would destroy the input. Returns 0 or the exit
+/// code after printing the error.
+int checkOutputOutsideModel(const std::string &modelDir) {
+  if (outputFile == "-" || !sys::fs::is_regular_file(outputFile))
+    return 0;
+  SmallString<256> out, model;
+  if (sys::fs::real_path(outputFile, out) ||
+      sys::fs::real_path(modelDir, model))
+    return 0;
+  if (!StringRef(out).starts_with((model + "/").str()))
+    return 0;
+  return usageError("-o " + outputFile + " is a file of the checkpoint " +
+                    modelDir +
+                    ", which the output would overwrite; choose "
+                    "another -o");
+}
+
 /// The folder a compile writes before commitArtifact moves it to `dir`: a
 /// sibling named after the process, so that an earlier artifact survives
 /// a failed or interrupted compile and a retry is never blocked.
@@ -424,6 +443,8 @@ int runImport() {
   std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
   if (badRecipe)
     return 2;
+  if (int rc = checkOutputOutsideModel(importDir))
+    return rc;
   std::unique_ptr<LoadedModel> model = loadModel(importDir, "imported", recipe);
   if (!model)
     return 1;
@@ -502,6 +523,9 @@ int runCompile() {
     return usageError("--emit=ptx needs an NVIDIA --target (sm_90a, sm_100a)");
   if (emit == EmitStage::Artifact)
     if (int rc = checkArtifactDir(outputFile))
+      return rc;
+  if (emit != EmitStage::Artifact)
+    if (int rc = checkOutputOutsideModel(compileDir))
       return rc;
   // Artifacts are written to a staging folder, removed unless committed.
   const std::string staging = stagingDir(outputFile);

@@ -263,6 +263,7 @@ int main(int argc, char **argv) {
   }
   bool quick = false;
   std::optional<ckpt::WeightRecipe> recipe;
+  std::string badArg;
   for (int i = 3; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--quick")
@@ -279,10 +280,20 @@ int main(int argc, char **argv) {
     else if (arg == "--device" && i + 1 < argc &&
              std::string(argv[i + 1]) == "host")
       ++i;
-    else
-      argc = 0; // usage error below
+    else {
+      // The argument and, for an option taking a value, the value.
+      badArg = arg;
+      if ((arg == "--device" || arg == "--quantize-weights") && i + 1 < argc)
+        badArg += " " + std::string(argv[i + 1]);
+      else if (arg == "--device" || arg == "--quantize-weights")
+        badArg += " (without a value)";
+      break;
+    }
   }
-  if (argc < 3) {
+  if (!badArg.empty())
+    std::cerr << "msac-host-check: unknown or invalid argument '" << badArg
+              << "'\n";
+  if (argc < 3 || !badArg.empty()) {
     std::cerr << "usage: msac-host-check ARTIFACT_DIR MODEL_DIR [--quick] "
                  "[--device host|cuda] [--quantize-weights "
               << ckpt::weightRecipeList() << "]\n";
@@ -301,6 +312,43 @@ int main(int argc, char **argv) {
   if (!ref) {
     diags.print(std::cerr);
     return 2;
+  }
+  // The artifact must be compiled from this model: the reference's
+  // buffers follow its config, the artifact's its manifest (a mismatch
+  // read past the reference's layers).
+  {
+    const runtime::ModelInfo &m = artifact->model();
+    const ckpt::ModelConfig &c = ref->config();
+    std::string mismatch;
+    auto same = [&](const char *field, int64_t inArtifact, int64_t inModel) {
+      if (mismatch.empty() && inArtifact != inModel)
+        mismatch = std::string(field) + " " + std::to_string(inArtifact) +
+                   " in the artifact, " + std::to_string(inModel) +
+                   " in the model";
+    };
+    same("num_hidden_layers", m.numLayers,
+         static_cast<int64_t>(c.layers.size()));
+    same("hidden_size", m.hiddenSize, c.hiddenSize);
+    same("num_attention_heads", m.numHeads, c.numHeads);
+    same("num_key_value_heads", m.numKVHeads, c.numKVHeads);
+    same("head_dim", m.headDim, c.headDim);
+    same("vocab_size", m.vocabSize, c.vocabSize);
+    for (size_t l = 0;
+         mismatch.empty() && l < c.layers.size() && l < m.layerAttention.size();
+         ++l) {
+      const std::string kind =
+          c.layers[l].attention == ckpt::AttentionKind::Sparse ? "sparse"
+                                                               : "dense";
+      if (m.layerAttention[l] != kind)
+        mismatch = "layer " + std::to_string(l) + " is " + m.layerAttention[l] +
+                   " attention in the artifact, " + kind + " in the model";
+    }
+    if (!mismatch.empty()) {
+      std::cerr << "msac-host-check: " << argv[1] << " was not compiled from "
+                << argv[2] << " (" << mismatch
+                << "); pass the model the artifact was compiled from\n";
+      return 2;
+    }
   }
   // The reference stores the caches in the artifact's formats. Caches
   // whose bytes per token do not fit their format (e.g. a manifest with an
