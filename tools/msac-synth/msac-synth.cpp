@@ -436,8 +436,9 @@ int Synthesizer::run() {
     return 2;
 
   Diagnostics diags;
-  std::optional<ModelConfig> model =
-      parseModelConfig(config.dump(), "config.json", diags);
+  std::optional<ModelConfig> model = parseModelConfig(
+      config.dump(), opts.configPath.empty() ? "config.json" : opts.configPath,
+      diags);
   if (!model) {
     diags.print(std::cerr);
     return 1;

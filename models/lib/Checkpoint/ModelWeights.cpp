@@ -6,6 +6,8 @@
 
 #include "msac/Checkpoint/ModelWeights.h"
 
+#include <cmath>
+#include <cstring>
 #include <set>
 
 using namespace msac::ckpt;
@@ -559,6 +561,20 @@ bool Resolver::resolveLinear(const WeightSpec &spec, ResolvedWeight &out) {
         diags.error(fileOf(global), quoted(module + ".weight_scale_2"),
                     "must be one F32 value");
         ok = false;
+      } else {
+        // ModelOpt's global scale is amax / (6 * 448): finite and not
+        // negative (0 only for an all-zero weight). Inf, NaN or a negative
+        // value is a corrupt checkpoint, which would compute NaN or flip
+        // the weight's sign without a word.
+        float g;
+        std::memcpy(&g, global->file->data(*global->info), sizeof g);
+        if (!std::isfinite(g) || g < 0) {
+          diags.error(fileOf(global), quoted(module + ".weight_scale_2"),
+                      "is " + std::to_string(g) +
+                          "; an NVFP4 global scale is a finite, non-negative "
+                          "FP32 value (the checkpoint is corrupt)");
+          ok = false;
+        }
       }
       out.globalScale = module + ".weight_scale_2";
       out.globalScaleShape = global->info->shape;
@@ -681,18 +697,20 @@ std::optional<ModelWeights> Resolver::run() {
           first = r;
           continue;
         }
+        // Format, element and scale dtypes, and the global scale: every
+        // part that may differ is named.
+        auto describe = [](const ResolvedWeight &x) {
+          return std::string(weightFormatName(x.format)) + " " +
+                 std::string(dtypeName(x.dtype)) + " with " +
+                 std::string(dtypeName(x.scaleDType)) + " scales" +
+                 (x.globalScale.empty() ? "" : " and a global scale");
+        };
         if (r->format != first->format || r->dtype != first->dtype ||
             r->scaleDType != first->scaleDType ||
             r->globalScale.empty() != first->globalScale.empty())
           diags.error(ckpt.directory(), quoted(weights.prefix + r->name),
-                      std::string("is stored as ") +
-                          weightFormatName(r->format) + " " +
-                          std::string(dtypeName(r->dtype)) +
-                          (r->globalScale.empty() ? "" : " with a global scale") +
-                          " but " + first->name + " is " +
-                          weightFormatName(first->format) + " " +
-                          std::string(dtypeName(first->dtype)) +
-                          (first->globalScale.empty() ? "" : " with a global scale") +
+                      "is stored as " + describe(*r) + " but " + first->name +
+                          " is " + describe(*first) +
                           "; the experts of a layer must share one format");
       }
     }
