@@ -315,12 +315,26 @@ TEST(ModelWeights, UnusedAndVisionTensors) {
 }
 
 TEST(ModelWeights, NoEmbeddingAtAll) {
+  // The other tensors still give the naming away: the embedding alone is
+  // missing (not every tensor under the other prefix).
   TempDir dir;
   ASSERT_TRUE(writeSmallCheckpoint(dir.path, smallConfig(),
                                    withoutTensors("embed_tokens")));
   auto l = load(dir.path);
   EXPECT_FALSE(l->weights);
-  EXPECT_TRUE(l->diags.contains("is this a MiniMax-M3 text checkpoint"));
+  EXPECT_TRUE(l->diags.contains("is missing; the config implies shape"))
+      << describe(l->diags);
+  EXPECT_EQ(l->diags.errorCount(), 1u) << describe(l->diags);
+}
+
+TEST(ModelWeights, NoModelTensorsAtAll) {
+  TempDir dir;
+  ASSERT_TRUE(
+      writeSmallCheckpoint(dir.path, smallConfig(), withoutTensors("model.")));
+  auto l = load(dir.path);
+  EXPECT_FALSE(l->weights);
+  EXPECT_TRUE(l->diags.contains("is this a MiniMax-M3 text checkpoint"))
+      << describe(l->diags);
 }
 
 } // namespace

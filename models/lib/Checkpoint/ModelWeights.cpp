@@ -632,13 +632,26 @@ void Resolver::reportUnused() {
 
 std::optional<ModelWeights> Resolver::run() {
   const size_t errorsBefore = diags.errorCount();
+  // The multimodal wrapper's text weights sit under "language_model.".
+  // Decided by the embedding, or without it by the other tensors' names,
+  // so that a missing embedding is reported alone rather than as every
+  // tensor missing under the other prefix.
+  auto anyStartsWith = [&](const std::string &p) {
+    for (const std::string &name : ckpt.tensorNames())
+      if (name.rfind(p, 0) == 0)
+        return true;
+    return false;
+  };
   if (ckpt.find("language_model.model.embed_tokens.weight"))
     weights.prefix = "language_model.";
   else if (!ckpt.find("model.embed_tokens.weight")) {
-    diags.error(ckpt.directory(), "tensor 'model.embed_tokens.weight'",
-                "is missing (also looked for "
-                "'language_model.model.embed_tokens.weight'); is this a "
-                "MiniMax-M3 text checkpoint?");
+    if (anyStartsWith("language_model.model."))
+      weights.prefix = "language_model.";
+    else if (!anyStartsWith("model."))
+      diags.error(ckpt.directory(), "tensor 'model.embed_tokens.weight'",
+                  "is missing (also looked for "
+                  "'language_model.model.embed_tokens.weight'); is this a "
+                  "MiniMax-M3 text checkpoint?");
   }
 
   std::vector<WeightSpec> specs = modelWeightSpecs(config);
