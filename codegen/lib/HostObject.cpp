@@ -97,5 +97,11 @@ std::string msac::emitHostSharedObject(ModuleOp llvmModule,
   if (rc != 0)
     return "linking " + soPath + " with " + lldPath + " failed" +
            (errorMessage.empty() ? "" : ": " + errorMessage);
+  // A linker that exits 0 without writing the output (a wrong --lld) would
+  // leave an artifact without its kernels.
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(soPath, size) || size == 0)
+    return lldPath + " exited successfully but wrote no " + soPath +
+           "; point --lld at LLVM's ld.lld";
   return "";
 }

@@ -962,6 +962,22 @@ int main(int argc, char **argv) {
     return "msac-run: error: " + msac::tools::cliErrorText(app, e) +
            "\nRun with --help for more information.\n";
   });
+  // A first word that is no command (CLI11 would only say that a command
+  // is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App *sub : app.get_subcommands({})) {
+      known |= sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "msac-run: error: unknown command '" << argv[1]
+                << "'; the commands are " << names
+                << "\nRun with --help for more information.\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -436,6 +436,8 @@ int runImport() {
     return rc;
   if (!checkModelDir(importDir))
     return 1;
+  if (outputFile.empty())
+    return usageError("-o is empty; give the output path, or - for stdout");
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
     return cacheDTypeError();
@@ -519,6 +521,8 @@ int runCompile() {
     return 1;
   if (emit == EmitStage::Artifact && outputFile == "-")
     return usageError("compile needs -o ARTIFACT_DIR (e.g. -o model.msa)");
+  if (outputFile.empty())
+    return usageError("-o is empty; give the output path (e.g. -o model.msa)");
   if (emit == EmitStage::PTX && gpus.empty())
     return usageError("--emit=ptx needs an NVIDIA --target (sm_90a, sm_100a)");
   if (emit == EmitStage::Artifact)
