@@ -419,6 +419,16 @@ int generate(const std::string &path, const GenerateOptions &g) {
   if (!tok)
     return fail(error +
                 " (the artifact needs the checkpoint's tokenizer.json)");
+  // Ids the tokenizer can produce that are no row of the model's
+  // embedding: a prompt that uses one is refused by the step's checks, so
+  // say where such ids come from before that happens.
+  if (tok->maxId() >= a->model().vocabSize)
+    std::cerr << "msac-run: warning: " << path << "/tokenizer.json: token id "
+              << tok->maxId() << " is outside the model's vocabulary of "
+              << a->model().vocabSize
+              << " tokens (model.vocab_size); a prompt that produces such a "
+                 "token is refused: does this tokenizer belong to the "
+                 "model?\n";
   Request req;
   if (a->model().bosTokenId >= 0)
     req.prompt.push_back(static_cast<int32_t>(a->model().bosTokenId));

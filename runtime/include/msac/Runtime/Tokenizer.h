@@ -37,6 +37,11 @@ public:
   std::string decode(const std::vector<int32_t> &ids) const;
   bool isSpecial(int32_t id) const { return special.count(id) > 0; }
   int64_t size() const { return static_cast<int64_t>(idToToken.size()); }
+  /// The largest token id of the vocabulary and the added tokens (-1 when
+  /// there are none).
+  int32_t maxId() const {
+    return idToToken.empty() ? -1 : idToToken.rbegin()->first;
+  }
 
 private:
   Tokenizer() = default;
