@@ -29,17 +29,25 @@ using namespace mlir;
 using namespace msac;
 using namespace msac::kernels;
 
+llvm::cl::OptionCategory &msac::gpuTuningOptionCategory() {
+  static llvm::cl::OptionCategory category("GPU code generator tuning options "
+                                           "(hidden)");
+  return category;
+}
+
 namespace {
 
 using CmpI = arith::CmpIPredicate;
 using CmpF = arith::CmpFPredicate;
 
 /// A hidden tuning option of the GPU code generator (`--NAME=VALUE`),
-/// accepted by every subcommand of the tools that link it.
+/// accepted by every subcommand of the tools that link it and listed by
+/// their `--help-hidden` (gpuTuningOptionCategory).
 template <typename T> struct TuningOpt : llvm::cl::opt<T> {
   TuningOpt(llvm::StringRef name, const T &init, llvm::StringRef desc)
       : llvm::cl::opt<T>(name, llvm::cl::Hidden, llvm::cl::init(init),
                          llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+                         llvm::cl::cat(msac::gpuTuningOptionCategory()),
                          llvm::cl::desc(desc)) {}
 };
 

@@ -828,7 +828,7 @@ int runPlan() {
 
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
-  cl::HideUnrelatedOptions(msacCategory);
+  cl::HideUnrelatedOptions({&msacCategory, &gpuTuningOptionCategory()});
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "msac " << MSAC_VERSION << " (MiniMax-M3 ahead-of-time compiler)\n"
        << "  artifact format version: " << kArtifactFormatVersion << "\n"

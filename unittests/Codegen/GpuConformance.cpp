@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ConversionKernels.h"
+#include "msac/Codegen/Artifact.h"
 #include "msac/Codegen/HostProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -223,6 +224,10 @@ int fail(const llvm::Twine &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "msac-gpu-conformance (msac " << MSAC_VERSION << ")\n"
+       << "  artifact format version: " << msac::kArtifactFormatVersion << "\n";
+  });
   cl::ParseCommandLineOptions(
       argc, argv,
       "msac-gpu-conformance: the FP8 / NVFP4 conversion kernels of the unit "

@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <cstdint>
 #include <string>
@@ -194,6 +195,11 @@ emitNvidiaBinary(mlir::ModuleOp hostKernels, mlir::ModuleOp gpuKernels,
                  const std::string &targetName, const std::string &cudaToolkit,
                  bool assembly, std::string &binary, bool fmad = true,
                  std::vector<KernelGeometry> *geometry = nullptr);
+
+/// The category of the GPU code generator's hidden tuning options
+/// (`--gpu-...`, accepted by every subcommand of the tools that link the
+/// generator), for the tools' `--help-hidden`.
+llvm::cl::OptionCategory &gpuTuningOptionCategory();
 
 } // namespace msac
 
