@@ -80,7 +80,6 @@
 #include <iterator>
 #include <map>
 #include <numeric>
-#include <set>
 
 using namespace msac;
 
@@ -350,13 +349,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  // The reference stores the caches in the artifact's formats. Caches
-  // whose bytes per token do not fit their format (e.g. a manifest with an
-  // edited dtype) are not read, so not followed.
+  // The reference stores the caches in the artifact's formats
+  // (Artifact::load has checked that each cache's bytes per token are its
+  // heads' rows in that format).
   CacheFormat kvFormat = CacheFormat::BF16, indexFormat = CacheFormat::BF16;
-  std::set<size_t> unreadable;
-  for (size_t id = 0; id < artifact->buffers().size(); ++id) {
-    const runtime::Buffer &b = artifact->buffers()[id];
+  for (const runtime::Buffer &b : artifact->buffers()) {
     if (b.kind != runtime::Buffer::Kind::Cache)
       continue;
     std::optional<CacheFormat> format = cacheFormatOf(b);
@@ -366,15 +363,6 @@ int main(int argc, char **argv) {
       return 2;
     }
     (b.name.rfind("index_cache", 0) == 0 ? indexFormat : kvFormat) = *format;
-    const int64_t want = b.heads * reference::cacheRowBytes(*format, b.headDim);
-    if (b.bytesPerToken == want)
-      continue;
-    unreadable.insert(id);
-    std::printf("cache '%s' holds %lld bytes per token, not the %lld of %lld "
-                "heads of %lld %s values: its entries are not followed\n",
-                b.name.c_str(), static_cast<long long>(b.bytesPerToken),
-                static_cast<long long>(want), static_cast<long long>(b.heads),
-                static_cast<long long>(b.headDim), b.dtype.c_str());
   }
   ref->setCacheFormats(kvFormat, indexFormat);
   const int64_t vocab = artifact->model().vocabSize;
@@ -492,7 +480,7 @@ int main(int argc, char **argv) {
                      int64_t at, int64_t seq, Choices &into) {
     for (size_t id = 0; id < artifact->buffers().size(); ++id) {
       const runtime::Buffer &b = artifact->buffers()[id];
-      if (b.kind != runtime::Buffer::Kind::Cache || unreadable.count(id))
+      if (b.kind != runtime::Buffer::Kind::Cache)
         continue;
       const size_t dot = b.name.rfind('.');
       const std::string role = b.name.substr(0, dot);
