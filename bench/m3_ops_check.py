@@ -13,6 +13,13 @@ and exits 1 when an op exceeds its bound.
 
 A prefill chunk (`--prefill-chunk N`) is checked the same way.
 
+An artifact compiled with `--attention-precision q8` is checked with
+`--attention-precision q8`: the attention reference then follows MSA's FP8
+decode contract (spec 3.2): E4M3 queries, E4M3(448 P) in P V and P
+unrounded in the denominator, P taken against the row's final maximum
+(msac's kernels use the running maximum of their 16-key groups, which
+rounds P at other points: within the bound).
+
 Usage (on the GPU machine):
   ./msac-run bench-decode m3.msa --device cuda --dummy-weights \
       --batch 8 --context 8192 --steps 1 --warmup 0 --dump DIR [--prefill-chunk 256]
@@ -156,7 +163,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
     ap.add_argument("--config", required=True)
+    ap.add_argument("--attention-precision", choices=("exact", "q8"),
+                    default="exact",
+                    help="the attention ops' contract (msac compile's flag)")
     args = ap.parse_args()
+    q8 = args.attention_precision == "q8"
     cfg = json.load(open(args.config))
     cfg = cfg.get("text_config", cfg)
     sa = cfg["sparse_attention_config"]
@@ -278,8 +289,14 @@ def main():
                                          for x in ids[h, t].tolist() if x >= 0])
                     else:
                         sel = torch.arange(n, device=DEV)
-                    z = q[t, h * grp:(h + 1) * grp].float() @ Kt[sel, h].T / math.sqrt(D)
-                    want = torch.softmax(z, -1) @ Vt[sel, h]
+                    qt = q[t, h * grp:(h + 1) * grp].float()
+                    if q8:
+                        z = to_e4m3(qt) @ Kt[sel, h].T / math.sqrt(D)
+                        p = 448.0 * torch.exp(z - z.max(-1, keepdim=True).values)
+                        want = (to_e4m3(p) @ Vt[sel, h]) / p.sum(-1, keepdim=True)
+                    else:
+                        z = qt @ Kt[sel, h].T / math.sqrt(D)
+                        want = torch.softmax(z, -1) @ Vt[sel, h]
                     record(op, out[t, h * grp:(h + 1) * grp], bf(want))
         elif op == "arith.addf":
             record(op, g(b[2])[:T], bf(g(b[0])[:T].float() + g(b[1])[:T].float()))

@@ -145,11 +145,21 @@ std::string msac::writeArtifact(const std::string &dir,
   for (int64_t id : program.outputs)
     outputs.push_back(id);
   json::Array layers;
-  for (const ckpt::LayerSpec &layer : config.layers)
-    layers.push_back(json::Object{
+  // One attention op per layer (an imported model): its precision contract
+  // next to the layer's kind, for checkers that recompute the attention.
+  const bool precisions =
+      program.attentionPrecision.size() == config.layers.size();
+  for (size_t l = 0; l < config.layers.size(); ++l) {
+    const ckpt::LayerSpec &layer = config.layers[l];
+    json::Object entry{
         {"attention",
          layer.attention == ckpt::AttentionKind::Sparse ? "sparse" : "dense"},
-        {"mlp", layer.mlp == ckpt::MlpKind::MoE ? "moe" : "dense"}});
+        {"mlp", layer.mlp == ckpt::MlpKind::MoE ? "moe" : "dense"}};
+    if (precisions)
+      entry["attention_precision"] =
+          msa::stringifyAttentionPrecision(program.attentionPrecision[l]);
+    layers.push_back(std::move(entry));
+  }
   json::Array eos;
   for (int64_t id : config.eosTokenIds)
     eos.push_back(id);

@@ -1524,6 +1524,28 @@ SmallVector<Value> indexKeyE4M3Words(GK &g, msa::PagedCacheType type,
 /// byte e of word i), each value rounded to E4M3 by
 /// `cvt.rn.satfinite.e4m3x2.f32` (nearest even, +-448 for larger
 /// magnitudes and infinities, NaN kept), as indexQueryE4M3.
+/// Two FP32 values as E4M3 bytes in bits 0-15 of an i32, `lo` in the low
+/// byte: one `cvt.rn.satfinite.e4m3x2.f32` (round to nearest even,
+/// saturating at +-448; NaN stays NaN).
+Value e4m3Pair(GK &g, Value lo, Value hi) {
+  KB &k = g.k;
+  // The first operand goes to the high byte.
+  return arith::ExtUIOp::create(
+      k.b, k.loc, k.i32,
+      NVVM::ConvertF32x2ToF8x2Op::create(
+          k.b, k.loc, k.i16, hi, lo, NVVM::FPRoundingMode::RN,
+          NVVM::SaturationMode::SATFINITE, /*relu=*/false,
+          Float8E4M3FNType::get(k.b.getContext())));
+}
+
+/// A word of two bf16 values as the operand word (f16 pairs with `f16`,
+/// else bf16 pairs) of their E4M3 roundings (e4m3Pair): the queries of the
+/// q8 attention contract (msa-m3-spec §3.2), exact in either operand type.
+Value bf16WordToE4M3Operand(GK &g, Value w, bool f16) {
+  auto [lo, hi] = g.unpackBF16(w);
+  return e4m3PairToOperand(g, e4m3Pair(g, lo, hi), f16);
+}
+
 SmallVector<Value> queryWordsToE4M3(GK &g, ArrayRef<Value> bf16Words) {
   KB &k = g.k;
   auto e4m3 = Float8E4M3FNType::get(k.b.getContext());
@@ -2082,9 +2104,12 @@ void blockTopKKernel(GK &g, msa::BlockTopKOp op) {
 
 /// The attention op's shapes: Hq, Hkv, D, page size, group Hq / Hkv, the
 /// sparse K (block slots per row; 0 for dense attention), and the bounds of
-/// the per-step chunk count (attentionStepChunks).
+/// the per-step chunk count (attentionStepChunks); `q8` when the op's
+/// precision contract is q8 (#msa.attention_precision: E4M3 queries,
+/// E4M3(448 P) in P V).
 struct AttentionShape {
   int64_t hq, hkv, d, page, group, kk, minChunks, maxChunks;
+  bool q8 = false;
 };
 
 AttentionShape attentionShape(Operation *op) {
@@ -2097,10 +2122,13 @@ AttentionShape attentionShape(Operation *op) {
   s.page = type.getPageSize();
   s.group = s.hq / s.hkv;
   if (auto sparse = dyn_cast<msa::SparseAttentionOp>(op)) {
+    s.q8 = sparse.getPrecision() == msa::AttentionPrecision::Q8;
     s.kk = shapeOf(sparse.getBlockIds())[2];
     s.minChunks = std::min(s.kk, kSparseChunks);
     s.maxChunks = std::min(s.kk, kSparseMaxChunks);
   } else {
+    s.q8 = cast<msa::DenseAttentionOp>(op).getPrecision() ==
+           msa::AttentionPrecision::Q8;
     s.kk = 0;
     s.minChunks = kDenseChunks;
     s.maxChunks = kDenseMaxChunks;
@@ -2278,6 +2306,13 @@ static TuningOpt<bool> attentionVPrmt(
 /// The factor attentionGroupMath's f16 P operands carry (GroupWords::vF16).
 constexpr float kF16PScale = 32768.0f;
 
+/// The factor P carries in attentionGroupMath's P V products: kF16PScale
+/// for f16 V under the exact contract; 448 under q8 (AttentionShape::q8),
+/// whose operand is E4M3(448 P) (msa-m3-spec §3.2).
+float attentionPScale(const AttentionShape &s) {
+  return s.q8 ? 448.0f : kF16PScale;
+}
+
 /// The key offsets of a lane's four V rows in a 16-key group (plus 2 quad).
 constexpr int64_t kVKeys[4] = {0, 1, 8, 9};
 
@@ -2368,6 +2403,7 @@ SmallVector<Value> attentionGroupsMath(GK &g, const AttentionShape &s, Value p,
   // 315.8 us (NVFP4; docs/perf.md, thirty-third session).
   const bool vF16 = groups.front().words.vF16;
   const bool fmaScores = attentionScoreFmaFor(vF16);
+  const float pScale = attentionPScale(s);
   // --gpu-attention-score-chains k-steps chains per tile, summed at the
   // end (shorter dependent mma chains; tuning).
   const int64_t chains = std::clamp<int64_t>(attentionScoreChains, 1,
@@ -2434,7 +2470,7 @@ SmallVector<Value> attentionGroupsMath(GK &g, const AttentionShape &s, Value p,
     // per value (with a finite mNew it does too; a NaN stays NaN).
     Value mSub =
         base2 ? k.select(k.fcmp(CmpF::OEQ, mNew, negInf), k.cf(0), mNew) : mNew;
-    Value bias = fmaScores ? k.sub(k.cf(std::log2(kF16PScale)), mSub) : Value();
+    Value bias = fmaScores ? k.sub(k.cf(std::log2(pScale)), mSub) : Value();
     for (SmallVector<Value> &sv : svs)
       for (int64_t nt = 0; nt < 2; ++nt)
         for (int64_t e = e0; e < e0 + 2; ++e) {
@@ -2474,7 +2510,14 @@ SmallVector<Value> attentionGroupsMath(GK &g, const AttentionShape &s, Value p,
   // --gpu-attention-p-terms=1 keeps the f16 head alone (P to f16's 11
   // bits, relative error at most 2^-12; MSA's FP8 kernels multiply
   // E4M3(448 P), spec 3.2): half the P V products.
-  const bool pTail = !vF16 || attentionPTerms != 1;
+  //
+  // Under the q8 contract (s.q8; FP8 and NVFP4 caches) P carries 448 and
+  // enters P V as one E4M3(448 P) term (cvt.rn.satfinite.e4m3x2.f32, then
+  // widened exactly to the f16 or bf16 operand), the row sums keeping P
+  // unrounded: MSA's FP8 decode contract (msa-m3-spec §3.2), half the
+  // exact contract's P V products.
+  const bool pTail = !s.q8 && (!vF16 || attentionPTerms != 1);
+  const bool pScaled = vF16 || s.q8;
   Type pType = vF16 ? Type(k.b.getF16Type()) : Type(k.b.getBF16Type());
   for (int64_t gi = 0; gi < n; ++gi) {
     GroupWords &words = groups[gi].words;
@@ -2483,7 +2526,7 @@ SmallVector<Value> attentionGroupsMath(GK &g, const AttentionShape &s, Value p,
     SmallVector<Value> head, tail;
     for (int64_t i = 0; i < 8; ++i) {
       Value pv =
-          vF16 && !fmaScores ? k.mul(svs[gi][i], k.cf(kF16PScale)) : svs[gi][i];
+          pScaled && !fmaScores ? k.mul(svs[gi][i], k.cf(pScale)) : svs[gi][i];
       if (!pTail) {
         head.push_back(pv);
         continue;
@@ -2494,8 +2537,10 @@ SmallVector<Value> attentionGroupsMath(GK &g, const AttentionShape &s, Value p,
     auto pack = [&](ArrayRef<Value> v) -> SmallVector<Value> {
       SmallVector<Value> r;
       for (int64_t i = 0; i < 8; i += 2)
-        r.push_back(vF16 ? g.packF16(v[i], v[i + 1])
-                         : g.packBF16(v[i], v[i + 1]));
+        r.push_back(
+            s.q8   ? e4m3PairToOperand(g, e4m3Pair(g, v[i], v[i + 1]), vF16)
+            : vF16 ? g.packF16(v[i], v[i + 1])
+                   : g.packBF16(v[i], v[i + 1]));
       return r;
     };
     SmallVector<Value> pa = pack(head),
@@ -3307,16 +3352,20 @@ void attentionKernel(GK &g, Operation *op) {
   // mS and lS (the four lanes of a quad hold a row's partial sums).
   // With `pScaled` (the per-token way's f16 V operands) O carries
   // attentionGroupMath's kF16PScale, divided out here (exact).
-  auto stashWarp = [&](ArrayRef<Value> st, bool pScaled) {
+  auto stashWarp = [&](ArrayRef<Value> st, bool vF16) {
+    // attentionGroupsMath's P carries attentionPScale with f16 V or under
+    // the q8 contract (O does; the sums too with the fma scores).
+    const bool pScaled = vF16 || s.q8;
+    const float pScale = attentionPScale(s);
     Value l0 = st[nTiles * 4 + 2], l1 = st[nTiles * 4 + 3];
     for (int64_t off : {1, 2}) {
       l0 = k.add(l0, g.shflXor(l0, off));
       l1 = k.add(l1, g.shflXor(l1, off));
     }
-    // --gpu-attention-score-fma: the sums carry kF16PScale like O.
-    if (attentionScoreFmaFor(pScaled)) {
-      l0 = k.mul(l0, k.cf(1.0 / kF16PScale));
-      l1 = k.mul(l1, k.cf(1.0 / kF16PScale));
+    // --gpu-attention-score-fma: the sums carry the factor like O.
+    if (attentionScoreFmaFor(vF16)) {
+      l0 = k.mul(l0, k.cf(1.0 / pScale));
+      l1 = k.mul(l1, k.cf(1.0 / pScale));
     }
     Value wRow = k.imul(g.warp, k.c(16));
     for (int64_t nt = 0; nt < nTiles; ++nt)
@@ -3328,7 +3377,7 @@ void attentionKernel(GK &g, Operation *op) {
             k.c(nt));
         Value o = st[nt * 4 + e];
         if (pScaled)
-          o = k.mul(o, k.cf(1.0 / kF16PScale));
+          o = k.mul(o, k.cf(1.0 / pScale));
         k.storeF(oS, k.iadd(k.imul(k.iadd(wRow, r), k.c(d)), col), o, k.f32);
       }
     // attentionGroupMath's maxima in natural units (--gpu-attention-exp2).
@@ -3356,9 +3405,15 @@ void attentionKernel(GK &g, Operation *op) {
     Value seq = k.loadIndex(seqs, t);
     Value qHead0 = k.imul(kvHead, k.c(s.group));
     SmallVector<SmallVector<Value>> qa = queryFragments(t, qHead0);
-    // f16 fragments with an FP8 or NVFP4 K cache (queryWordsToF16).
+    // f16 fragments with an FP8 or NVFP4 K cache (queryWordsToF16); under
+    // the q8 contract each query value rounded to E4M3 (exact in the f16
+    // or bf16 operand, no scaling).
     Value itemScale = k.cf(scale);
-    if (f16Operands(type)) {
+    if (s.q8) {
+      for (SmallVector<Value> &f : qa)
+        for (Value &v : f)
+          v = bf16WordToE4M3Operand(g, v, f16Operands(type));
+    } else if (f16Operands(type)) {
       SmallVector<Value> flat;
       for (const SmallVector<Value> &f : qa)
         llvm::append_range(flat, f);

@@ -401,12 +401,19 @@ void blockTopKKernel(KB &k, msa::BlockTopKOp op) {
 
 /// Online-softmax attention of every (token, head) over the keys of the
 /// blocks `blockAt(t, g, s)` for slot s < numSlots (negative ids skipped),
-/// keys j <= position.
+/// keys j <= position, under the op's precision contract
+/// (#msa.attention_precision). `exact`: one online-softmax update per key,
+/// P in FP32. `q8` (MSA's FP8 decode reference, msa-m3-spec §3.2 [S14]):
+/// the queries rounded to E4M3; per block, the running maximum takes the
+/// block's scores first (so P <= 448), then each key adds E4M3(P) * v to
+/// the accumulator and P to the denominator, P = 448 exp(z - max).
 template <typename BlockFn, typename SlotsFn>
 void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
                    Value table, Value seqs, Value pos, Value out,
-                   msa::PagedCacheType type, float scale, SlotsFn numSlots,
+                   msa::PagedCacheType type, float scale,
+                   msa::AttentionPrecision precision, SlotsFn numSlots,
                    BlockFn blockAt) {
+  const bool q8 = precision == msa::AttentionPrecision::Q8;
   ArrayRef<int64_t> qs = shapeOf(op->getOperand(0));
   const int64_t hq = qs[1], d = qs[2], hkv = type.getHeads(),
                 page = type.getPageSize(), group = hq / hkv;
@@ -438,24 +445,63 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
               Value count = arith::MaxSIOp::create(
                   k.b, k.loc, arith::SubIOp::create(k.b, k.loc, end, start),
                   k.c(0));
-              SmallVector<Value> inner = k.reduceN(
-                  k.c(0), count, {st[0], st[1]},
-                  [&](Value jj, ValueRange ml) -> SmallVector<Value> {
-                    CacheRow key = cacheRow(k, kc, type, phys, g, jj);
-                    CacheRow value = cacheRow(k, vc, type, phys, g, jj);
-                    Value z =
-                        k.mul(dotCacheRow(k, q, qOff, qe, key), k.cf(scale));
-                    Value m = k.maxf(ml[0], z);
-                    Value alpha = k.exp(k.sub(ml[0], m));
-                    Value w = k.exp(k.sub(z, m));
-                    forEachCacheValue(k, value, [&](Value i, Value v) {
-                      Value a = k.loadF(acc, i, k.f32);
-                      k.storeF(acc, i, k.add(k.mul(a, alpha), k.mul(w, v)),
-                               k.f32);
+              // z_j = scale * <q, k_j> (FP32 sum of the products).
+              auto score = [&](Value jj) {
+                CacheRow key = cacheRow(k, kc, type, phys, g, jj);
+                Value dot = q8 ? reduceCacheRow(
+                                     k, key, k.cf(0),
+                                     [&](Value i, Value x, Value sum) {
+                                       Value qi = indexQueryE4M3(
+                                           k, k.loadF(q, k.iadd(qOff, i), qe));
+                                       return k.add(sum, k.mul(qi, x));
+                                     })
+                               : dotCacheRow(k, q, qOff, qe, key);
+                return k.mul(dot, k.cf(scale));
+              };
+              if (q8) {
+                Value m = k.reduceN(
+                    k.c(0), count, {st[0]},
+                    [&](Value jj, ValueRange mm) -> SmallVector<Value> {
+                      return {k.maxf(mm[0], score(jj))};
+                    })[0];
+                // No visible key so far: nothing to rescale (0 * alpha).
+                Value alpha = k.select(
+                    k.fcmp(arith::CmpFPredicate::OEQ, m, k.cf(-INFINITY)),
+                    k.cf(1), k.exp(k.sub(st[0], m)));
+                k.loop(k.c(0), k.c(d), [&](Value i) {
+                  k.storeF(acc, i, k.mul(k.loadF(acc, i, k.f32), alpha), k.f32);
+                });
+                SmallVector<Value> sum = k.reduceN(
+                    k.c(0), count, {k.mul(st[1], alpha)},
+                    [&](Value jj, ValueRange l) -> SmallVector<Value> {
+                      CacheRow value = cacheRow(k, vc, type, phys, g, jj);
+                      Value w = k.mul(k.cf(448), k.exp(k.sub(score(jj), m)));
+                      Value w8 = k.decodeE4M3(k.encodeE4M3(w));
+                      forEachCacheValue(k, value, [&](Value i, Value v) {
+                        Value a = k.loadF(acc, i, k.f32);
+                        k.storeF(acc, i, k.add(a, k.mul(w8, v)), k.f32);
+                      });
+                      return {k.add(l[0], w)};
                     });
-                    return {m, k.add(k.mul(ml[1], alpha), w)};
-                  });
-              scf::YieldOp::create(k.b, k.loc, inner);
+                scf::YieldOp::create(k.b, k.loc, ValueRange{m, sum[0]});
+              } else {
+                SmallVector<Value> inner = k.reduceN(
+                    k.c(0), count, {st[0], st[1]},
+                    [&](Value jj, ValueRange ml) -> SmallVector<Value> {
+                      CacheRow value = cacheRow(k, vc, type, phys, g, jj);
+                      Value z = score(jj);
+                      Value m = k.maxf(ml[0], z);
+                      Value alpha = k.exp(k.sub(ml[0], m));
+                      Value w = k.exp(k.sub(z, m));
+                      forEachCacheValue(k, value, [&](Value i, Value v) {
+                        Value a = k.loadF(acc, i, k.f32);
+                        k.storeF(acc, i, k.add(k.mul(a, alpha), k.mul(w, v)),
+                                 k.f32);
+                      });
+                      return {m, k.add(k.mul(ml[1], alpha), w)};
+                    });
+                scf::YieldOp::create(k.b, k.loc, inner);
+              }
             }
             {
               OpBuilder::InsertionGuard guard(k.b);
@@ -485,7 +531,7 @@ void sparseAttentionKernel(KB &k, msa::SparseAttentionOp op) {
   attentionBody(
       k, op, k.ptr(0), k.ptr(1), k.ptr(2), k.ptr(3), k.ptr(4), k.ptr(5),
       k.ptr(7), op.getKeyCache().getType(), op.getScale().convertToFloat(),
-      [&](Value, Value, Value) { return k.c(kk); },
+      op.getPrecision(), [&](Value, Value, Value) { return k.c(kk); },
       [&](Value t, Value g, Value s) {
         return k.loadIndex(ids,
                            k.iadd(k.imul(k.iadd(k.imul(g, T), t), k.c(kk)), s));
@@ -498,6 +544,7 @@ void denseAttentionKernel(KB &k, msa::DenseAttentionOp op) {
   attentionBody(
       k, op, k.ptr(0), k.ptr(1), k.ptr(2), k.ptr(3), k.ptr(4), k.ptr(5),
       k.ptr(6), op.getKeyCache().getType(), op.getScale().convertToFloat(),
+      op.getPrecision(),
       [&](Value, Value, Value p) {
         return k.iadd(k.idiv(p, k.c(page)), k.c(1));
       },
@@ -1146,6 +1193,10 @@ FailureOr<HostProgram> ProgramBuilder::run() {
         op.getNumResults() == 2 && !op.getResult(1).use_empty())
       return op.emitError("the host backend does not return the LSE yet"),
              failure();
+    if (auto a = dyn_cast<msa::SparseAttentionOp>(op))
+      program.attentionPrecision.push_back(a.getPrecision());
+    if (auto a = dyn_cast<msa::DenseAttentionOp>(op))
+      program.attentionPrecision.push_back(a.getPrecision());
     SmallVector<Value> operands(op.getOperands());
     if (failed(emitKernel(&op, operands, results)))
       return failure();

@@ -216,8 +216,18 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     info.bosTokenId = model.integer("bos_token_id", -1);
     if (model.has("eos_token_ids"))
       info.eosTokenIds = model.at("eos_token_ids").integers();
-    for (const JsonField &layer : model.at("layers").elements())
+    for (const JsonField &layer : model.at("layers").elements()) {
       info.layerAttention.push_back(layer.at("attention").string());
+      info.layerPrecision.push_back(
+          layer.string("attention_precision", "exact"));
+      if (info.layerPrecision.back() != "exact" &&
+          info.layerPrecision.back() != "q8")
+        throw std::runtime_error(
+            "model.layers[" + std::to_string(info.layerPrecision.size() - 1) +
+            "].attention_precision is '" + info.layerPrecision.back() +
+            "', not a precision contract (exact or q8); the artifact is "
+            "corrupt, recompile the model");
+    }
 
     const std::vector<JsonField> targets = root.at("targets").elements();
     if (targets.empty())

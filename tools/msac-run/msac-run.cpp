@@ -311,6 +311,15 @@ int inspect(const std::string &path, bool asJson) {
   }
   int64_t sparse =
       std::count(m.layerAttention.begin(), m.layerAttention.end(), "sparse");
+  // Layers per attention precision contract (exact | q8).
+  std::map<std::string, int64_t> precisions;
+  for (const std::string &p : m.layerPrecision)
+    ++precisions[p];
+  std::string precisionText;
+  for (const auto &[p, count] : precisions)
+    precisionText += (precisionText.empty() ? "" : ", ") + p + " " +
+                     std::to_string(count) +
+                     (count == 1 ? " layer" : " layers");
   const std::map<std::string, int64_t> formats = weightFormats(*a);
   int64_t checkpointTensors = 0;
   std::string formatText;
@@ -351,6 +360,7 @@ int inspect(const std::string &path, bool asJson) {
           {"formats", formats}}},
         {"caches", caches},
         {"cache_dtypes", cacheDTypes},
+        {"attention_precision", precisions},
         {"cache_bytes_per_token", cacheBytesPerToken},
         {"activation_bytes_per_token", activationBytesPerToken},
         {"load_time_buffer_bytes", dequantizedBytes},
@@ -385,6 +395,7 @@ int inspect(const std::string &path, bool asJson) {
             << "caches:          " << caches << " paged caches ("
             << cacheDTypeText << ") of " << m.pageSize << "-token pages, "
             << cacheBytesPerToken << " bytes per token\n"
+            << "attention:       " << precisionText << " (precision contract)\n"
             << "activations:     " << activationBytesPerToken
             << " bytes per token in a step\n";
   if (workspaceBytes)

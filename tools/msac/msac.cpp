@@ -10,7 +10,9 @@
 //       Compiles the model to an artifact for msac-run.
 //   import and compile take --quantize-weights=RECIPE (nvfp4-experts, mxfp8,
 //   fp8, fp8-tensor): a bf16 checkpoint's projections are quantized on the way
-//   in, as a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights).
+//   in, as a ModelOpt checkpoint stores them (ckpt::quantizeCheckpointWeights);
+//   and --attention-precision exact|q8 (the attention ops' products: q8 is
+//   MSA's FP8 decode contract, msa-m3-spec §3.2, with FP8 or NVFP4 KV caches).
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
 //                       [--max-seq-len N] [--memory SIZE] [--json]
 //                       [--quantize-weights RECIPE]
@@ -184,6 +186,14 @@ static cl::opt<std::string> indexCacheDType(
     cl::desc("Index-key cache element format: bf16, fp8, nvfp4"),
     cl::init("bf16"), cl::sub(importCommand), cl::sub(planCommand),
     cl::sub(compileCommand), cl::cat(msacCategory));
+static cl::opt<std::string> attentionPrecision(
+    "attention-precision",
+    cl::desc("Precision contract of the attention products: exact (cached "
+             "values as stored, FP32 probabilities; default) or q8 (MSA's "
+             "FP8 decode contract: E4M3 queries, E4M3(448 P) in P V; needs "
+             "--kv-cache-dtype fp8 or nvfp4)"),
+    cl::value_desc("contract"), cl::init("exact"), cl::sub(importCommand),
+    cl::sub(compileCommand), cl::cat(msacCategory));
 static cl::opt<std::string> quantizeWeights(
     "quantize-weights",
     cl::desc("Quantize a bf16/f16/f32 checkpoint's projection weights as a "
@@ -247,6 +257,28 @@ int cacheDTypeError() {
       cacheDType(kvCacheDType) ? indexCacheDType : kvCacheDType;
   return usageError("--" + bad.ArgStr + " '" + bad.getValue() +
                     "' is not a cache format; use bf16, fp8 or nvfp4");
+}
+
+/// The --attention-precision contract, or nullopt after printing the usage
+/// error for a value that names none or a q8 contract over a BF16 KV
+/// cache (`kv`).
+std::optional<msa::AttentionPrecision>
+attentionPrecisionOf(ckpt::CacheDType kv) {
+  std::optional<msa::AttentionPrecision> precision =
+      msa::symbolizeAttentionPrecision(attentionPrecision.getValue());
+  if (!precision) {
+    usageError("--attention-precision '" + attentionPrecision.getValue() +
+               "' is not a precision contract; use exact or q8");
+    return std::nullopt;
+  }
+  if (*precision == msa::AttentionPrecision::Q8 &&
+      kv == ckpt::CacheDType::BF16) {
+    usageError("--attention-precision q8 needs --kv-cache-dtype fp8 or nvfp4 "
+               "(the Q8KV8 / Q8KV4 contracts multiply E4M3 keys and "
+               "values); the KV cache is bf16");
+    return std::nullopt;
+  }
+  return precision;
 }
 
 /// Checks that `dir` may receive a new artifact: absent, empty, or an
@@ -441,6 +473,9 @@ int runImport() {
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
     return cacheDTypeError();
+  std::optional<msa::AttentionPrecision> precision = attentionPrecisionOf(*kv);
+  if (!precision)
+    return 2;
   bool badRecipe;
   std::optional<ckpt::WeightRecipe> recipe = weightRecipe(badRecipe);
   if (badRecipe)
@@ -456,8 +491,8 @@ int runImport() {
     return usageError(importDir + "/config.json: " + problem);
 
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importModel(context, *model->config, *model->weights, {*kv, *index});
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(
+      context, *model->config, *model->weights, {*kv, *index, *precision});
   if (!module) {
     WithColor::error(errs(), "msac")
         << "internal error: the imported module does not verify\n";
@@ -509,6 +544,9 @@ int runCompile() {
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
     return cacheDTypeError();
+  std::optional<msa::AttentionPrecision> precision = attentionPrecisionOf(*kv);
+  if (!precision)
+    return 2;
   if (!gpus.empty() && !sys::fs::can_execute(cudaToolkit + "/bin/ptxas"))
     return usageError("--cuda-toolkit '" + cudaToolkit +
                       "' has no bin/ptxas, which NVIDIA targets need; point "
@@ -569,8 +607,8 @@ int runCompile() {
     return usageError(compileDir + "/config.json: " + problem);
   progress(++step, steps, "importing the model to the msa dialect");
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importModel(context, *model->config, *model->weights, {*kv, *index});
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(
+      context, *model->config, *model->weights, {*kv, *index, *precision});
   if (!module)
     return 3;
   auto print = [&](mlir::Operation *op) {
@@ -619,8 +657,8 @@ int runCompile() {
              "bf16 weights, or every projection in one block-scaled "
              "format); compiling it unfused (--fuse-attention-prologue "
              "fuses anyway)\n";
-      module =
-          importModel(context, *model->config, *model->weights, {*kv, *index});
+      module = importModel(context, *model->config, *model->weights,
+                           {*kv, *index, *precision});
       if (!module || failed(lower(false)))
         return 3;
     }

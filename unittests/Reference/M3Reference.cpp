@@ -332,6 +332,60 @@ float msac::reference::attend(const float *q, const float *keys,
   return zmax + std::log(sum);
 }
 
+float msac::reference::attendQ8(const float *q, const float *keys,
+                                const float *values, int64_t numKeys,
+                                int64_t dim, int64_t position, float scale,
+                                const std::vector<int32_t> *blocks,
+                                int64_t blockSize, float *out) {
+  const int64_t last = std::min(position, numKeys - 1);
+  std::vector<int32_t> order;
+  if (blocks)
+    order = *blocks;
+  else
+    for (int64_t b = 0; b <= last / blockSize; ++b)
+      order.push_back(int32_t(b));
+  std::vector<float> qe(dim);
+  for (int64_t c = 0; c < dim; ++c)
+    qe[c] = numerics::e4m3ToFloat(numerics::floatToE4M3(q[c]));
+  std::vector<float> acc(dim, 0.0f);
+  float m = -INFINITY, sum = 0;
+  for (int32_t b : order) {
+    if (b < 0)
+      continue;
+    std::vector<int64_t> keysOf;
+    for (int64_t j = int64_t(b) * blockSize;
+         j < (int64_t(b) + 1) * blockSize && j <= last; ++j)
+      keysOf.push_back(j);
+    if (keysOf.empty())
+      continue;
+    std::vector<float> z(keysOf.size());
+    float mNew = m;
+    for (size_t i = 0; i < keysOf.size(); ++i) {
+      float dot = 0;
+      for (int64_t c = 0; c < dim; ++c)
+        dot += qe[c] * keys[keysOf[i] * dim + c];
+      z[i] = dot * scale;
+      mNew = std::max(mNew, z[i]);
+    }
+    // The block's maximum first, so that every P below is at most 448.
+    const float alpha = m == -INFINITY ? 0.0f : std::exp(m - mNew);
+    for (float &a : acc)
+      a *= alpha;
+    sum *= alpha;
+    for (size_t i = 0; i < keysOf.size(); ++i) {
+      const float p = 448.0f * std::exp(z[i] - mNew);
+      const float p8 = numerics::e4m3ToFloat(numerics::floatToE4M3(p));
+      for (int64_t c = 0; c < dim; ++c)
+        acc[c] += p8 * values[keysOf[i] * dim + c];
+      sum += p;
+    }
+    m = mNew;
+  }
+  for (int64_t c = 0; c < dim; ++c)
+    out[c] = sum > 0 ? acc[c] / sum : 0.0f;
+  return sum > 0 ? m + std::log(sum / 448.0f) : -INFINITY;
+}
+
 //===----------------------------------------------------------------------===//
 // Loading
 //===----------------------------------------------------------------------===//
@@ -668,16 +722,18 @@ std::vector<float> M3Reference::forward(Sequence &seq,
           }
           perToken.back().push_back(blocks);
           for (int64_t head = g * group; head < (g + 1) * group; ++head)
-            attend(&q[head * D], seq.keys[l * Hkv + g].data(),
-                   seq.values[l * Hkv + g].data(), p + 1, D, p, scale, &blocks,
-                   B, &attn[head * D]);
+            (q8Attention(l) ? attendQ8 : attend)(
+                &q[head * D], seq.keys[l * Hkv + g].data(),
+                seq.values[l * Hkv + g].data(), p + 1, D, p, scale, &blocks, B,
+                &attn[head * D]);
         }
       } else {
         for (int64_t head = 0; head < Hq; ++head) {
           int64_t g = head / group;
-          attend(&q[head * D], seq.keys[l * Hkv + g].data(),
-                 seq.values[l * Hkv + g].data(), p + 1, D, p, scale, nullptr, B,
-                 &attn[head * D]);
+          (q8Attention(l) ? attendQ8
+                          : attend)(&q[head * D], seq.keys[l * Hkv + g].data(),
+                                    seq.values[l * Hkv + g].data(), p + 1, D, p,
+                                    scale, nullptr, B, &attn[head * D]);
         }
       }
       attn = roundAll(attn);

@@ -137,6 +137,19 @@ float attend(const float *q, const float *keys, const float *values,
              int64_t numKeys, int64_t dim, int64_t position, float scale,
              const std::vector<int32_t> *blocks, int64_t blockSize, float *out);
 
+/// The same attention under MSA's FP8 decode contract (Q8KV8 / Q8KV4,
+/// msa-m3-spec §3.2, the decode reference [S14]; #msa.attention_precision
+/// q8): the query rounded to E4M3 (nearest even, saturating); the blocks
+/// taken in the order listed (0, 1, ... when `blocks` is null), each
+/// block's scores first raising the running maximum m, then each of its
+/// keys adding E4M3(P) v to the accumulator and P (unrounded) to the
+/// denominator, P = 448 exp(z - m); output accumulator / denominator (0
+/// with no key). Returns the log-sum-exp of the scores (natural log).
+float attendQ8(const float *q, const float *keys, const float *values,
+               int64_t numKeys, int64_t dim, int64_t position, float scale,
+               const std::vector<int32_t> *blocks, int64_t blockSize,
+               float *out);
+
 //===----------------------------------------------------------------------===//
 // The whole text model
 //===----------------------------------------------------------------------===//
@@ -245,6 +258,13 @@ public:
     indexFormat = index;
   }
 
+  /// The layers whose attention follows the q8 precision contract
+  /// (attendQ8; `msac compile --attention-precision q8`); the others keep
+  /// the exact one (attend). Default: none.
+  void setQ8AttentionLayers(std::vector<bool> layers) {
+    q8Layers = std::move(layers);
+  }
+
 private:
   M3Reference() = default;
   const std::vector<float> &w(const std::string &name) const;
@@ -262,7 +282,12 @@ private:
   std::map<std::string, std::vector<float>> weights;
   std::map<int64_t, std::vector<std::vector<std::vector<int32_t>>>> selections;
   std::vector<double> margins;
+  bool q8Attention(int64_t layer) const {
+    return layer < int64_t(q8Layers.size()) && q8Layers[layer];
+  }
+
   CacheFormat kvFormat = CacheFormat::BF16, indexFormat = CacheFormat::BF16;
+  std::vector<bool> q8Layers;
   const Choices *follow = nullptr;
   int64_t followed = 0;
   std::map<std::pair<CacheRole, int64_t>, CacheFollowing> cacheFollowing;

@@ -275,6 +275,79 @@ TEST(Attend, B11OrderAndCausalMaskInsideTheLocalBlock) {
     EXPECT_EQ(x, 0.0f);
 }
 
+TEST(AttendQ8, SingleKeyGivesItsValue) {
+  // §3.1's single-key check holds under the q8 contract too: P = 448 is an
+  // E4M3 value, so output = 448 v / 448 = v and LSE = 0 + ln(448 / 448).
+  std::vector<float> q(8, 0.0f), k(8, 0.3f), v = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> out(8);
+  float lse = attendQ8(q.data(), k.data(), v.data(), 1, 8, 0, 0.25f, nullptr,
+                       128, out.data());
+  EXPECT_EQ(out, v);
+  EXPECT_EQ(lse, 0.0f);
+}
+
+TEST(AttendQ8, ProbabilitiesRoundToE4M3AtTheirBlocksRunningMaximum) {
+  // Two keys in blocks of one key, q = (1, 0), scale 1: z0 = 0 and
+  // z1 = ln 3, V = the identity. Hand-computed (msa-m3-spec §3.2, decode
+  // reference [S14]):
+  //   blocks {0, 1}: block 0 sets m = 0, P0 = 448 (an E4M3 value); block 1
+  //     raises m to ln 3, the accumulator and the denominator are scaled by
+  //     1/3 (FP32), P1 = 448: output (448/3, 448) / (448/3 + 448)
+  //     = (1/4, 3/4), the exact softmax.
+  //   blocks {1, 0}: m = ln 3 first, P1 = 448, then P0 = 448/3 = 149.33,
+  //     which E4M3 rounds to 144 (steps of 16 in [128, 256)), while the
+  //     denominator keeps 149.33: output (144, 448) / 597.33
+  //     = (0.241071, 0.75).
+  //   LSE = ln(e^0 + e^ln 3) = ln 4 either way.
+  const float ln3 = std::log(3.0f);
+  std::vector<float> q = {1, 0}, keys = {0, 0, ln3, 0}, values = {1, 0, 0, 1};
+  std::vector<int32_t> ascending = {0, 1}, descending = {1, 0};
+  std::vector<float> a(2), b(2);
+  float la = attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f,
+                      &ascending, 1, a.data());
+  float lb = attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f,
+                      &descending, 1, b.data());
+  EXPECT_NEAR(a[0], 0.25, 1e-6);
+  EXPECT_NEAR(a[1], 0.75, 1e-6);
+  EXPECT_NEAR(b[0], 144.0 / (448.0 / 3 + 448.0), 1e-6);
+  EXPECT_NEAR(b[1], 0.75, 1e-6);
+  EXPECT_NEAR(la, std::log(4.0), 1e-6);
+  EXPECT_NEAR(lb, std::log(4.0), 1e-6);
+  // The dense order is block 0, 1, ...: as `ascending`.
+  std::vector<float> c(2);
+  attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f, nullptr, 1,
+           c.data());
+  EXPECT_EQ(a, c);
+}
+
+TEST(AttendQ8, QueriesRoundToE4M3AndSaturate) {
+  // One block of two keys, scale 1, V = the identity. q = (1.0625, 0)
+  // rounds to 1 (E4M3 steps of 0.125 in [1, 2), a tie to even) and
+  // q = (500, 0) saturates at 448, so the scores are 1 * k and 448 * k.
+  std::vector<float> keys = {0, 0, 1, 0}, values = {1, 0, 0, 1};
+  std::vector<float> q = {1.0625f, 0}, out(2);
+  attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f, nullptr, 128,
+           out.data());
+  // z = (0, 1): P = 448 (e^-1, 1) = (164.81, 448) -> E4M3 (160, 448).
+  const double p0 = 448.0 * std::exp(-1.0);
+  EXPECT_NEAR(out[0], 160.0 / (p0 + 448.0), 1e-6);
+  EXPECT_NEAR(out[1], 448.0 / (p0 + 448.0), 1e-6);
+  q = {500.0f, 0};
+  float lse = attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f,
+                       nullptr, 128, out.data());
+  // z = (0, 448): P0 = 448 e^-448 underflows to 0.
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_NEAR(lse, 448.0, 1e-4);
+  // No visible key: zero output and -inf LSE.
+  std::vector<int32_t> none = {-1};
+  std::vector<float> zero(2, 1.0f);
+  EXPECT_EQ(attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f, &none,
+                     128, zero.data()),
+            -INFINITY);
+  EXPECT_EQ(zero, std::vector<float>(2, 0.0f));
+}
+
 /// Equal as floats, with -0 distinct from +0 and any NaN equal to NaN.
 ::testing::AssertionResult sameFloat(float got, float want) {
   if (std::isnan(want) ? std::isnan(got)

@@ -365,6 +365,12 @@ int main(int argc, char **argv) {
     (b.name.rfind("index_cache", 0) == 0 ? indexFormat : kvFormat) = *format;
   }
   ref->setCacheFormats(kvFormat, indexFormat);
+  // The attention's precision contract per layer (manifest; exact where
+  // absent): q8 layers follow reference::attendQ8.
+  std::vector<bool> q8Layers;
+  for (const std::string &precision : artifact->model().layerPrecision)
+    q8Layers.push_back(precision == "q8");
+  ref->setQ8AttentionLayers(std::move(q8Layers));
   const int64_t vocab = artifact->model().vocabSize;
   bool ok = true;
   auto report = [&](const std::string &name, const Errors &e) {

@@ -293,6 +293,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   Value x = msa::EmbeddingOp::create(b, loc, tensorOf({kDyn, h}, act),
                                      tokenIds, weight(*embedding));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  auto precision =
+      msa::AttentionPrecisionAttr::get(&ctx, options.attentionPrecision);
   SmallVector<Value> newCaches;
   unsigned cacheArg = 5;
   for (int64_t l = 0; l < config.numLayers; ++l) {
@@ -342,12 +344,12 @@ OwningOpRef<ModuleOp> Importer::run() {
           b.getI64IntegerAttr(s.initBlocks));
       attention = msa::SparseAttentionOp::create(
                       b, loc, out, Type(), q, kc, vc, blockTable, seqIds,
-                      positions, blocks, b.getF32FloatAttr(scale))
+                      positions, blocks, b.getF32FloatAttr(scale), precision)
                       .getOutput();
     } else {
-      attention = msa::DenseAttentionOp::create(b, loc, out, Type(), q, kc, vc,
-                                                blockTable, seqIds, positions,
-                                                b.getF32FloatAttr(scale))
+      attention = msa::DenseAttentionOp::create(
+                      b, loc, out, Type(), q, kc, vc, blockTable, seqIds,
+                      positions, b.getF32FloatAttr(scale), precision)
                       .getOutput();
     }
     SmallVector<ReassociationIndices> merge = {{0}, {1, 2}};

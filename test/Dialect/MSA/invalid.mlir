@@ -436,6 +436,37 @@ func.func @attn_kv_types(%q: tensor<4x16x128xbf16>, %k: !kv, %v: !kv8, %bt: !bt,
 // -----
 
 !kv = !msa.paged_cache<heads = 4, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @attn_q8_bf16(%q: tensor<4x16x128xbf16>, %k: !kv, %v: !kv, %bt: !bt, %s: tensor<4xi32>, %p: tensor<4xi32>) {
+  // expected-error @+1 {{precision q8 needs E4M3 or NVFP4 key and value caches (the Q8KV8 / Q8KV4 contracts, msa-m3-spec §3.2), got element type 'bf16'}}
+  %o = msa.dense_attention %q, %k, %v[%bt, %s, %p] {scale = 0.088 : f32, precision = #msa.attention_precision<q8>} : (tensor<4x16x128xbf16>, !kv, !kv, !bt, tensor<4xi32>, tensor<4xi32>) -> tensor<4x16x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 4, page_size = 128, head_dim = 128, bf16>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @attn_q8_sparse_bf16(%q: tensor<4x16x128xbf16>, %k: !kv, %v: !kv, %bt: !bt, %s: tensor<4xi32>, %p: tensor<4xi32>, %ids: tensor<4x4x16xi32>) {
+  // expected-error @+1 {{precision q8 needs E4M3 or NVFP4 key and value caches}}
+  %o = msa.sparse_attention %q, %k, %v[%bt, %s, %p] blocks(%ids) {scale = 0.088 : f32, precision = #msa.attention_precision<q8>} : (tensor<4x16x128xbf16>, !kv, !kv, !bt, tensor<4xi32>, tensor<4xi32>, tensor<4x4x16xi32>) -> tensor<4x16x128xbf16>
+  return
+}
+
+// -----
+
+!kv8 = !msa.paged_cache<heads = 4, page_size = 128, head_dim = 128, f8E4M3FN>
+!bt = !msa.block_table<page_size = 128, max_blocks = ?>
+func.func @attn_precision_unknown(%q: tensor<4x16x128xbf16>, %k: !kv8, %v: !kv8, %bt: !bt, %s: tensor<4xi32>, %p: tensor<4xi32>) {
+  // expected-error @+2 {{expected ::msac::msa::AttentionPrecision to be one of: exact, q8}}
+  // expected-error @+1 {{failed to parse MSA_AttentionPrecisionAttr parameter 'value'}}
+  %o = msa.dense_attention %q, %k, %v[%bt, %s, %p] {scale = 0.088 : f32, precision = #msa.attention_precision<q4>} : (tensor<4x16x128xbf16>, !kv8, !kv8, !bt, tensor<4xi32>, tensor<4xi32>) -> tensor<4x16x128xbf16>
+  return
+}
+
+// -----
+
+!kv = !msa.paged_cache<heads = 4, page_size = 128, head_dim = 128, bf16>
 !bt = !msa.block_table<page_size = 16, max_blocks = ?>
 func.func @attn_page_size(%q: tensor<4x16x128xbf16>, %k: !kv, %v: !kv, %bt: !bt, %s: tensor<4xi32>, %p: tensor<4xi32>) {
   // expected-error @+1 {{block table page_size 16 differs from the cache page_size 128}}

@@ -188,3 +188,19 @@ func.func @attention_prologue(%h: tensor<?x256xbf16>, %seq: tensor<?xi32>, %pos:
       -> tensor<?x8x128xbf16>, tensor<?x2x128xbf16>, !pidx
   return %q, %q2, %iq, %kc3, %vc3, %ic2 : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x2x128xbf16>, !pkv, !pkv, !pidx
 }
+
+// The q8 precision contract (MSA's FP8 decode products, §3.2) on E4M3 and
+// NVFP4 caches; `exact`, the default, is not printed.
+!kv8 = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, f8E4M3FN>
+!kv4 = !msa.paged_cache<heads = 2, page_size = 128, head_dim = 128, !bsq.nvfp4>
+!bt8 = !msa.block_table<page_size = 128, max_blocks = ?>
+// CHECK-LABEL: func.func @attention_q8
+func.func @attention_q8(%q: tensor<?x8x128xbf16>, %k: !kv8, %v: !kv8, %k4: !kv4, %v4: !kv4, %bt: !bt8, %s: tensor<?xi32>, %p: tensor<?xi32>, %ids: tensor<2x?x16xi32>) -> (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>) {
+  // CHECK: msa.dense_attention {{.*}} {precision = #msa.attention_precision<q8>, scale = 0.0883883461 : f32}
+  %d = msa.dense_attention %q, %k, %v[%bt, %s, %p] {scale = 0.0883883461 : f32, precision = #msa.attention_precision<q8>} : (tensor<?x8x128xbf16>, !kv8, !kv8, !bt8, tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x128xbf16>
+  // CHECK: msa.sparse_attention {{.*}} blocks(%{{.*}}) {precision = #msa.attention_precision<q8>, scale = 0.0883883461 : f32}
+  %sp = msa.sparse_attention %q, %k4, %v4[%bt, %s, %p] blocks(%ids) {scale = 0.0883883461 : f32, precision = #msa.attention_precision<q8>} : (tensor<?x8x128xbf16>, !kv4, !kv4, !bt8, tensor<?xi32>, tensor<?xi32>, tensor<2x?x16xi32>) -> tensor<?x8x128xbf16>
+  // CHECK: msa.dense_attention {{.*}} {scale = 0.0883883461 : f32} :
+  %e = msa.dense_attention %q, %k, %v[%bt, %s, %p] {scale = 0.0883883461 : f32, precision = #msa.attention_precision<exact>} : (tensor<?x8x128xbf16>, !kv8, !kv8, !bt8, tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x128xbf16>
+  return %d, %sp, %e : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>
+}

@@ -20,6 +20,8 @@
 #ifndef MSAC_CODEGEN_HOSTPROGRAM_H
 #define MSAC_CODEGEN_HOSTPROGRAM_H
 
+#include "msac/Dialect/MSA/IR/MSAAttributes.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"
@@ -135,6 +137,10 @@ struct HostProgram {
   /// Buffers returned by `@forward`: logits first, then updated caches.
   std::vector<int64_t> outputs;
   std::vector<std::string> kernelNames;
+  /// The precision contract of each attention op of `@forward`, in program
+  /// order (one per decoder layer for an imported model); the artifact's
+  /// manifest records them per layer.
+  std::vector<msa::AttentionPrecision> attentionPrecision;
 };
 
 /// True when `op` has a GPU-specific kernel for CTAs of kGpuThreads threads

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "msac/Dialect/MSA/IR/MSADialect.h"
+#include "msac/Dialect/MSA/IR/MSAAttributes.h"
 #include "msac/Dialect/MSA/IR/MSAOps.h"
 #include "msac/Dialect/MSA/IR/MSATypes.h"
 
@@ -15,6 +16,7 @@ using namespace msac::msa;
 
 void MSADialect::initialize() {
   registerTypes();
+  registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "msac/Dialect/MSA/IR/MSAOps.cpp.inc"

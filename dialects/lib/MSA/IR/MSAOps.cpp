@@ -414,6 +414,12 @@ static LogicalResult verifyAttention(OpTy op) {
     return op.emitOpError() << "key and value caches must have the same "
                                "type, got "
                             << keys << " and " << op.getValueCache().getType();
+  if (op.getPrecision() == AttentionPrecision::Q8 &&
+      !isa<Float8E4M3FNType, bsq::NVFP4Type>(keys.getElementType()))
+    return op.emitOpError()
+           << "precision q8 needs E4M3 or NVFP4 key and value caches (the "
+              "Q8KV8 / Q8KV4 contracts, msa-m3-spec §3.2), got element type "
+           << keys.getElementType();
   if (failed(checkPageSizes(operation, keys, op.getBlockTable().getType())) ||
       failed(checkPositive(operation, op.getScale().convertToDouble(),
                            "scale")))

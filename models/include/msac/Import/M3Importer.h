@@ -26,6 +26,7 @@
 #include "msac/Checkpoint/MemoryPlan.h"
 #include "msac/Checkpoint/ModelConfig.h"
 #include "msac/Checkpoint/ModelWeights.h"
+#include "msac/Dialect/MSA/IR/MSAAttributes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -36,6 +37,9 @@ namespace msac {
 struct ImportOptions {
   ckpt::CacheDType kvCacheDType = ckpt::CacheDType::BF16;
   ckpt::CacheDType indexCacheDType = ckpt::CacheDType::BF16;
+  /// The attention ops' precision contract (`--attention-precision`);
+  /// `Q8` needs an FP8 or NVFP4 KV cache (the caller checks it).
+  msa::AttentionPrecision attentionPrecision = msa::AttentionPrecision::Exact;
 };
 
 /// Registers the dialects the importer emits.

@@ -109,6 +109,9 @@ struct ModelInfo {
   int64_t bosTokenId = -1;
   std::vector<int64_t> eosTokenIds;
   std::vector<std::string> layerAttention; // dense | sparse
+  /// Each layer's attention precision contract: exact | q8 (a manifest
+  /// without the field: exact).
+  std::vector<std::string> layerPrecision;
 };
 
 class Artifact {

@@ -8,6 +8,7 @@
 #define MSAC_DIALECT_MSA_IR_MSA_TD
 
 include "msac/Dialect/MSA/IR/MSADialect.td"
+include "msac/Dialect/MSA/IR/MSAAttributes.td"
 include "msac/Dialect/MSA/IR/MSATypes.td"
 include "msac/Dialect/MSA/IR/MSAOps.td"
 

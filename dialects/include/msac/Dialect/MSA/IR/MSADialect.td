@@ -39,9 +39,12 @@ def MSA_Dialect : Dialect {
       may carry a block-scaled element type from the `bsq` dialect.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
     /// Registers the dialect's types; defined next to the type storage.
     void registerTypes();
+    /// Registers the dialect's attributes (MSAAttributes.td).
+    void registerAttributes();
   }];
   let dependentDialects = ["::msac::bsq::BSQDialect"];
 }

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "msac/Dialect/MSA/IR/MSAAttributes.h"
 #include "msac/Dialect/MSA/IR/MSADialect.h"
 #include "msac/Dialect/MSA/IR/MSATypes.h"
 

@@ -370,12 +370,21 @@ def MSA_SparseAttentionOp : MSA_Op<"sparse_attention", [Pure]> {
     `queries` is `[T, Hq, D]`, the caches have `Hkv` heads of `D` channels
     and identical types, `block_ids` is `i32 [Hkv, T, k]`, `output` is
     `[T, Hq, D]` and `lse` `f32 [T, Hq]`. MiniMax-M3: `scale = 1/sqrt(128)`.
+
+    `precision` (default `exact`) is the products' contract
+    (`#msa.attention_precision`): `exact` multiplies the cached values as
+    stored with FP32 probabilities; `q8` is MSA's FP8 decode contract
+    (E4M3 queries, `E4M3(448 P)` in `P V`, §3.2), which needs E4M3 or
+    NVFP4 caches. The LSE is the same in both (FP32 scores of the operands
+    the contract multiplies).
   }];
   let arguments = (ins MSA_FloatHeads:$queries, MSA_PagedCache:$key_cache,
                        MSA_PagedCache:$value_cache,
                        MSA_BlockTable:$block_table, MSA_TokenVector:$seq_ids,
                        MSA_TokenVector:$positions,
-                       TensorRankOf<[I32], [3]>:$block_ids, F32Attr:$scale);
+                       TensorRankOf<[I32], [3]>:$block_ids, F32Attr:$scale,
+                       DefaultValuedAttr<MSA_AttentionPrecisionAttr,
+                           "::msac::msa::AttentionPrecision::Exact">:$precision);
   let results = (outs MSA_FloatHeads:$output,
                       Optional<TensorRankOf<[F32], [2]>>:$lse);
   let assemblyFormat = [{
@@ -397,12 +406,15 @@ def MSA_DenseAttentionOp : MSA_Op<"dense_attention", [Pure]> {
 
     `queries` is `[T, Hq, D]`, the caches have `Hkv` heads of `D` channels
     (`Hq` a multiple of `Hkv`), `output` is `[T, Hq, D]`, `lse` `f32
-    [T, Hq]`.
+    [T, Hq]`. `precision` as for `msa.sparse_attention`; under `q8` the
+    blocks are taken in order 0, 1, ... up to the local one.
   }];
   let arguments = (ins MSA_FloatHeads:$queries, MSA_PagedCache:$key_cache,
                        MSA_PagedCache:$value_cache,
                        MSA_BlockTable:$block_table, MSA_TokenVector:$seq_ids,
-                       MSA_TokenVector:$positions, F32Attr:$scale);
+                       MSA_TokenVector:$positions, F32Attr:$scale,
+                       DefaultValuedAttr<MSA_AttentionPrecisionAttr,
+                           "::msac::msa::AttentionPrecision::Exact">:$precision);
   let results = (outs MSA_FloatHeads:$output,
                       Optional<TensorRankOf<[F32], [2]>>:$lse);
   let assemblyFormat = [{
