@@ -13,9 +13,9 @@ and exits 1 when an op exceeds its bound.
 
 A prefill chunk (`--prefill-chunk N`) is checked the same way.
 
-An artifact compiled with `--attention-precision q8` is checked with
-`--attention-precision q8`: the attention reference then follows MSA's FP8
-decode contract (spec 3.2): E4M3 queries, E4M3(448 P) in P V and P
+An artifact compiled with `--attention-precision q8` (its dump.json says
+so; `--attention-precision` overrides) is checked against MSA's FP8
+decode contract then (spec 3.2): E4M3 queries, E4M3(448 P) in P V and P
 unrounded in the denominator, P taken against the row's final maximum
 (msac's kernels use the running maximum of their 16-key groups, which
 rounds P at other points: within the bound).
@@ -164,10 +164,10 @@ def main():
     ap.add_argument("dump")
     ap.add_argument("--config", required=True)
     ap.add_argument("--attention-precision", choices=("exact", "q8"),
-                    default="exact",
-                    help="the attention ops' contract (msac compile's flag)")
+                    default=None,
+                    help="the attention ops' contract (msac compile's flag; "
+                    "default: the dump's attention_precision, else exact)")
     args = ap.parse_args()
-    q8 = args.attention_precision == "q8"
     cfg = json.load(open(args.config))
     cfg = cfg.get("text_config", cfg)
     sa = cfg["sparse_attention_config"]
@@ -181,6 +181,14 @@ def main():
 
     s = Step(args.dump)
     T = s.meta["tokens"]
+    recorded = set(s.meta.get("attention_precision", ["exact"]))
+    precision = args.attention_precision or (
+        "q8" if recorded == {"q8"} else "exact")
+    if args.attention_precision and recorded != {args.attention_precision}:
+        print(f"warning: the dump's layers are {sorted(recorded)}, checked as "
+              f"--attention-precision {args.attention_precision}",
+              file=sys.stderr)
+    q8 = precision == "q8"
     worst = {}
     notes = {}
 

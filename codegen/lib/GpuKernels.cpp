@@ -1519,11 +1519,6 @@ SmallVector<Value> indexKeyE4M3Words(GK &g, msa::PagedCacheType type,
   return out;
 }
 
-/// Index-query words as E4M3 bytes: the 2m bf16 pair words `bf16Words`
-/// (channel 2i in the low half of word i) to m words (channel 4i + e in
-/// byte e of word i), each value rounded to E4M3 by
-/// `cvt.rn.satfinite.e4m3x2.f32` (nearest even, +-448 for larger
-/// magnitudes and infinities, NaN kept), as indexQueryE4M3.
 /// Two FP32 values as E4M3 bytes in bits 0-15 of an i32, `lo` in the low
 /// byte: one `cvt.rn.satfinite.e4m3x2.f32` (round to nearest even,
 /// saturating at +-448; NaN stays NaN).
@@ -1546,6 +1541,11 @@ Value bf16WordToE4M3Operand(GK &g, Value w, bool f16) {
   return e4m3PairToOperand(g, e4m3Pair(g, lo, hi), f16);
 }
 
+/// Index-query words as E4M3 bytes: the 2m bf16 pair words `bf16Words`
+/// (channel 2i in the low half of word i) to m words (channel 4i + e in
+/// byte e of word i), each value rounded to E4M3 by
+/// `cvt.rn.satfinite.e4m3x2.f32` (nearest even, +-448 for larger
+/// magnitudes and infinities, NaN kept), as indexQueryE4M3.
 SmallVector<Value> queryWordsToE4M3(GK &g, ArrayRef<Value> bf16Words) {
   KB &k = g.k;
   auto e4m3 = Float8E4M3FNType::get(k.b.getContext());

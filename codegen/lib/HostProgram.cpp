@@ -419,6 +419,10 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
                 page = type.getPageSize(), group = hq / hkv;
   Type qe = elementOf(op->getOperand(0)), oe = elementOf(op->getResult(0));
   Value acc = k.scratch(d);
+  // q8: the query rounded to E4M3 once per (token, head), and the scores
+  // of a block (its first pass takes the maximum, the second reads them).
+  Value q8Query = q8 ? k.scratch(d) : Value();
+  Value scores = q8 ? k.scratch(page) : Value();
   k.loop(k.c(0), k.scalar(0), [&](Value t) {
     Value p = k.loadIndex(pos, t);
     Value seq = k.loadIndex(seqs, t);
@@ -427,6 +431,11 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
       Value qOff = k.imul(k.iadd(k.imul(t, k.c(hq)), h), k.c(d));
       k.loop(k.c(0), k.c(d),
              [&](Value i) { k.storeF(acc, i, k.cf(0), k.f32); });
+      if (q8)
+        k.loop(k.c(0), k.c(d), [&](Value i) {
+          k.storeF(q8Query, i,
+                   indexQueryE4M3(k, k.loadF(q, k.iadd(qOff, i), qe)), k.f32);
+        });
       SmallVector<Value> state = k.reduceN(
           k.c(0), numSlots(t, g, p), {k.cf(-INFINITY), k.cf(0)},
           [&](Value s, ValueRange st) -> SmallVector<Value> {
@@ -448,21 +457,23 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
               // z_j = scale * <q, k_j> (FP32 sum of the products).
               auto score = [&](Value jj) {
                 CacheRow key = cacheRow(k, kc, type, phys, g, jj);
-                Value dot = q8 ? reduceCacheRow(
-                                     k, key, k.cf(0),
-                                     [&](Value i, Value x, Value sum) {
-                                       Value qi = indexQueryE4M3(
-                                           k, k.loadF(q, k.iadd(qOff, i), qe));
-                                       return k.add(sum, k.mul(qi, x));
-                                     })
-                               : dotCacheRow(k, q, qOff, qe, key);
+                Value dot =
+                    q8 ? reduceCacheRow(
+                             k, key, k.cf(0),
+                             [&](Value i, Value x, Value sum) {
+                               return k.add(
+                                   sum, k.mul(k.loadF(q8Query, i, k.f32), x));
+                             })
+                       : dotCacheRow(k, q, qOff, qe, key);
                 return k.mul(dot, k.cf(scale));
               };
               if (q8) {
                 Value m = k.reduceN(
                     k.c(0), count, {st[0]},
                     [&](Value jj, ValueRange mm) -> SmallVector<Value> {
-                      return {k.maxf(mm[0], score(jj))};
+                      Value z = score(jj);
+                      k.storeF(scores, jj, z, k.f32);
+                      return {k.maxf(mm[0], z)};
                     })[0];
                 // No visible key so far: nothing to rescale (0 * alpha).
                 Value alpha = k.select(
@@ -475,7 +486,9 @@ void attentionBody(KB &k, Operation *op, Value q, Value kc, Value vc,
                     k.c(0), count, {k.mul(st[1], alpha)},
                     [&](Value jj, ValueRange l) -> SmallVector<Value> {
                       CacheRow value = cacheRow(k, vc, type, phys, g, jj);
-                      Value w = k.mul(k.cf(448), k.exp(k.sub(score(jj), m)));
+                      Value w =
+                          k.mul(k.cf(448),
+                                k.exp(k.sub(k.loadF(scores, jj, k.f32), m)));
                       Value w8 = k.decodeE4M3(k.encodeE4M3(w));
                       forEachCacheValue(k, value, [&](Value i, Value v) {
                         Value a = k.loadF(acc, i, k.f32);

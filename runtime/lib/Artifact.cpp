@@ -216,7 +216,14 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     info.bosTokenId = model.integer("bos_token_id", -1);
     if (model.has("eos_token_ids"))
       info.eosTokenIds = model.at("eos_token_ids").integers();
-    for (const JsonField &layer : model.at("layers").elements()) {
+    const std::vector<JsonField> layers = model.at("layers").elements();
+    if (int64_t(layers.size()) != info.numLayers)
+      throw std::runtime_error(
+          "model.layers has " + std::to_string(layers.size()) +
+          " entries, but model.num_layers is " +
+          std::to_string(info.numLayers) +
+          "; the artifact is corrupt, recompile the model");
+    for (const JsonField &layer : layers) {
       info.layerAttention.push_back(layer.at("attention").string());
       info.layerPrecision.push_back(
           layer.string("attention_precision", "exact"));
@@ -571,6 +578,27 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
             std::to_string(b.pageSize) +
             " tokens (the kernels' page size); the artifact is corrupt, "
             "recompile the model");
+    // The q8 contract multiplies E4M3 keys and values (msac compile refuses
+    // it over a bf16 KV cache): layer L's k_cache.L and v_cache.L.
+    for (const Buffer &b : a->bufferList) {
+      if (b.kind != Buffer::Kind::Cache || (b.name.rfind("k_cache.", 0) != 0 &&
+                                            b.name.rfind("v_cache.", 0) != 0))
+        continue;
+      const std::string layer = b.name.substr(8);
+      if (layer.empty() || layer.size() > 9 ||
+          layer.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      const size_t l = std::stoul(layer);
+      if (l < info.layerPrecision.size() && info.layerPrecision[l] == "q8" &&
+          b.dtype != "f8E4M3FN" && b.dtype != "nvfp4")
+        throw std::runtime_error(
+            "model.layers[" + layer +
+            "].attention_precision is 'q8', but "
+            "its cache '" +
+            b.name + "' is " + b.dtype +
+            " (q8 multiplies E4M3 keys and values: f8E4M3FN or nvfp4); the "
+            "artifact is corrupt, recompile the model");
+    }
     if (a->outputList.empty())
       throw std::runtime_error("no outputs");
     for (int64_t id : a->outputList)

@@ -598,7 +598,8 @@ double median(std::vector<double> v) {
 /// Writes every non-weight buffer of the last step into `dir` (raw
 /// little-endian files) and dump.json: the step's launches in order (op,
 /// kernel, buffer ids), the dumped buffers (name, dtype, shape), the
-/// weights (name, dtype, shape, bytes) and, with synthetic weights, how
+/// weights (name, dtype, shape, bytes), each layer's attention precision
+/// contract (exact | q8, the manifest's) and, with synthetic weights, how
 /// they were made (Executor::fillUniform pools, see CudaModel), so that an
 /// independent implementation can recompute every launch.
 std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
@@ -663,7 +664,8 @@ std::string dumpStep(const Artifact &a, Executor &e, const std::string &dir,
       {"max_blocks_per_sequence", o.maxBlocksPerSequence},
       {"launches", launches},
       {"buffers", buffers},
-      {"weights", weights}};
+      {"weights", weights},
+      {"attention_precision", a.model().layerPrecision}};
   if (dummyWeights)
     meta["dummy_weights"] = {{"generator", "splitmix64"},
                              {"seed", 0x5eed},

@@ -15,7 +15,7 @@
 //   MSA's FP8 decode contract, msa-m3-spec §3.2, with FP8 or NVFP4 KV caches).
 //   msac plan MODEL_DIR [--kv-cache-dtype D] [--index-cache-dtype D]
 //                       [--max-seq-len N] [--memory SIZE] [--json]
-//                       [--quantize-weights RECIPE]
+//                       [--quantize-weights RECIPE] [--attention-precision P]
 //       Parameters, weight bytes (quantized with RECIPE when given),
 //       KV/index-cache bytes per token, and how many sequences fit in a
 //       cache budget.
@@ -193,7 +193,7 @@ static cl::opt<std::string> attentionPrecision(
              "FP8 decode contract: E4M3 queries, E4M3(448 P) in P V; needs "
              "--kv-cache-dtype fp8 or nvfp4)"),
     cl::value_desc("contract"), cl::init("exact"), cl::sub(importCommand),
-    cl::sub(compileCommand), cl::cat(msacCategory));
+    cl::sub(compileCommand), cl::sub(planCommand), cl::cat(msacCategory));
 static cl::opt<std::string> quantizeWeights(
     "quantize-weights",
     cl::desc("Quantize a bf16/f16/f32 checkpoint's projection weights as a "
@@ -779,6 +779,10 @@ int runPlan() {
   auto kv = cacheDType(kvCacheDType), index = cacheDType(indexCacheDType);
   if (!kv || !index)
     return cacheDTypeError();
+  // Accepted (and checked) so that a compile command line plans as is; the
+  // contract changes no memory.
+  if (!attentionPrecisionOf(*kv))
+    return 2;
   std::optional<uint64_t> budget = uint64_t(0);
   if (!memory.empty() && !(budget = ckpt::parseByteSize(memory.getValue())))
     return usageError("--memory '" + memory +
