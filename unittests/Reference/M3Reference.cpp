@@ -365,7 +365,8 @@ float msac::reference::attendQ8(const float *q, const float *keys,
       for (int64_t c = 0; c < dim; ++c)
         dot += qe[c] * keys[keysOf[i] * dim + c];
       z[i] = dot * scale;
-      mNew = std::max(mNew, z[i]);
+      // A NaN score makes the maximum NaN (as the kernels' maximumf).
+      mNew = std::isnan(mNew) || std::isnan(z[i]) ? NAN : std::max(mNew, z[i]);
     }
     // The block's maximum first, so that every P below is at most 448.
     const float alpha = m == -INFINITY ? 0.0f : std::exp(m - mNew);
@@ -381,9 +382,11 @@ float msac::reference::attendQ8(const float *q, const float *keys,
     }
     m = mNew;
   }
+  // No visible key: output 0 and LSE -inf; a NaN sum stays NaN.
+  const bool none = !(sum > 0) && !std::isnan(sum);
   for (int64_t c = 0; c < dim; ++c)
-    out[c] = sum > 0 ? acc[c] / sum : 0.0f;
-  return sum > 0 ? m + std::log(sum / 448.0f) : -INFINITY;
+    out[c] = none ? 0.0f : acc[c] / sum;
+  return none ? -INFINITY : m + std::log(sum / 448.0f);
 }
 
 //===----------------------------------------------------------------------===//

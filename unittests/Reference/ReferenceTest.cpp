@@ -348,6 +348,26 @@ TEST(AttendQ8, QueriesRoundToE4M3AndSaturate) {
   EXPECT_EQ(zero, std::vector<float>(2, 0.0f));
 }
 
+TEST(AttendQ8, NaNPropagatesAsInAttend) {
+  // A NaN key (or query) makes the row NaN, as in the exact contract and
+  // the kernels (NaN maximum, NaN sum), not "no visible key" (0).
+  std::vector<float> q = {1, 0}, keys = {1, 0, NAN, 0}, values = {1, 2, 3, 4};
+  std::vector<float> a(2), b(2);
+  float la = attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f,
+                      nullptr, 128, a.data());
+  float lb = attend(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f,
+                    nullptr, 128, b.data());
+  EXPECT_TRUE(std::isnan(a[0]) && std::isnan(a[1]));
+  EXPECT_TRUE(std::isnan(b[0]) && std::isnan(b[1]));
+  EXPECT_TRUE(std::isnan(la));
+  EXPECT_TRUE(std::isnan(lb));
+  q = {NAN, 0};
+  keys = {1, 0, 1, 0};
+  attendQ8(q.data(), keys.data(), values.data(), 2, 2, 1, 1.0f, nullptr, 128,
+           a.data());
+  EXPECT_TRUE(std::isnan(a[0]) && std::isnan(a[1]));
+}
+
 /// Equal as floats, with -0 distinct from +0 and any NaN equal to NaN.
 ::testing::AssertionResult sameFloat(float got, float want) {
   if (std::isnan(want) ? std::isnan(got)
