@@ -3350,8 +3350,9 @@ void attentionKernel(GK &g, Operation *op) {
   }
   // This warp's (O, max, full sum) to rows [16 warp, 16 warp + 16) of oS,
   // mS and lS (the four lanes of a quad hold a row's partial sums).
-  // With `pScaled` (the per-token way's f16 V operands) O carries
-  // attentionGroupMath's kF16PScale, divided out here (exact).
+  // With `vF16` (the per-token way's f16 V operands) or under the q8
+  // contract O carries attentionGroupMath's attentionPScale (kF16PScale,
+  // or 448), divided out here.
   auto stashWarp = [&](ArrayRef<Value> st, bool vF16) {
     // attentionGroupsMath's P carries attentionPScale with f16 V or under
     // the q8 contract (O does; the sums too with the fma scores).
