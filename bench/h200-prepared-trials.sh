@@ -88,8 +88,8 @@ if [ "$mode" = inputs ]; then
     wait
     "$BIN/msac" compile m3 $C $K --attention-precision q8 -o m3-$c-q8.msa > /dev/null
   done
-  # q8 frees registers: NVFP4 dense attention at 3 CTAs per SM (12 warps)
-  # spills 23 loads per 3 groups in its full loop (ptxas), exact's more.
+  # NVFP4 q8 at 3 CTAs per SM (12 warps): dense attention spills 23 loads
+  # per 3 groups in its full loop (ptxas; docs/perf.md, thirty-ninth).
   "$BIN/msac" compile m3 $C --kv-cache-dtype nvfp4 --index-cache-dtype nvfp4 \
     --attention-precision q8 --gpu-attention-ctas-per-sm=3 \
     -o m3-nvfp4-q8c3.msa > /dev/null
