@@ -200,13 +200,17 @@ TEST(BlockScores, B08EachTokenSeesOnlyItsPast) {
 }
 
 TEST(Attend, SingleKeyGivesItsValue) {
-  // §3.1: one key, zero query -> output = v, LSE = 0.
+  // §3.1: one key, zero query -> output = v, LSE = 0. Under the q8
+  // contract too: P = 448 is an E4M3 value, so output = 448 v / 448 = v
+  // and LSE = 0 + ln(448 / 448).
   std::vector<float> q(8, 0.0f), k(8, 0.3f), v = {1, 2, 3, 4, 5, 6, 7, 8};
-  std::vector<float> out(8);
-  float lse = attend(q.data(), k.data(), v.data(), 1, 8, 0, 0.25f, nullptr,
-                     128, out.data());
-  EXPECT_EQ(out, v);
-  EXPECT_EQ(lse, 0.0f);
+  for (auto *fn : {&attend, &attendQ8}) {
+    std::vector<float> out(8);
+    float lse = fn(q.data(), k.data(), v.data(), 1, 8, 0, 0.25f, nullptr, 128,
+                   out.data());
+    EXPECT_EQ(out, v);
+    EXPECT_EQ(lse, 0.0f);
+  }
 }
 
 TEST(Attend, B11OrderAndCausalMaskInsideTheLocalBlock) {
@@ -273,17 +277,6 @@ TEST(Attend, B11OrderAndCausalMaskInsideTheLocalBlock) {
   EXPECT_EQ(lse, -INFINITY);
   for (float x : out)
     EXPECT_EQ(x, 0.0f);
-}
-
-TEST(AttendQ8, SingleKeyGivesItsValue) {
-  // §3.1's single-key check holds under the q8 contract too: P = 448 is an
-  // E4M3 value, so output = 448 v / 448 = v and LSE = 0 + ln(448 / 448).
-  std::vector<float> q(8, 0.0f), k(8, 0.3f), v = {1, 2, 3, 4, 5, 6, 7, 8};
-  std::vector<float> out(8);
-  float lse = attendQ8(q.data(), k.data(), v.data(), 1, 8, 0, 0.25f, nullptr,
-                       128, out.data());
-  EXPECT_EQ(out, v);
-  EXPECT_EQ(lse, 0.0f);
 }
 
 TEST(AttendQ8, ProbabilitiesRoundToE4M3AtTheirBlocksRunningMaximum) {
