@@ -1548,15 +1548,9 @@ Value bf16WordToE4M3Operand(GK &g, Value w, bool f16) {
 /// magnitudes and infinities, NaN kept), as indexQueryE4M3.
 SmallVector<Value> queryWordsToE4M3(GK &g, ArrayRef<Value> bf16Words) {
   KB &k = g.k;
-  auto e4m3 = Float8E4M3FNType::get(k.b.getContext());
   auto pairOf = [&](Value w) -> Value {
     auto [lo, hi] = g.unpackBF16(w);
-    // The first operand goes to the high byte.
-    return arith::ExtUIOp::create(
-        k.b, k.loc, k.i32,
-        NVVM::ConvertF32x2ToF8x2Op::create(
-            k.b, k.loc, k.i16, hi, lo, NVVM::FPRoundingMode::RN,
-            NVVM::SaturationMode::SATFINITE, /*relu=*/false, e4m3));
+    return e4m3Pair(g, lo, hi);
   };
   SmallVector<Value> out;
   for (size_t i = 0; i + 1 < bf16Words.size(); i += 2)
