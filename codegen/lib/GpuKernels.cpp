@@ -8393,6 +8393,15 @@ static TuningOpt<bool> indexWgmmaRegisterKeys(
     "fragment layout; the default) or from shared memory "
     "(=false; tuning)");
 
+static TuningOpt<bool> indexWgmmaPromote(
+    "gpu-index-wgmma-promote", false,
+    "The wgmma indexer starts a fresh accumulator for each 32-channel "
+    "k-step and adds the k-steps' sums in FP32 registers (in k order), so "
+    "that the tensor core's reduced-precision accumulation spans 32 "
+    "products instead of dI (keys from registers only; M3's index scores "
+    "on an H100: 7.5e-5 of the largest off FP32 sums against 4.8e-4, "
+    "still above the spec's top-k gate; docs/perf.md, fortieth session)");
+
 /// Shared-memory bytes of the wgmma indexer's operands: the token's
 /// queries (B: 8 rows of dI E4M3 bytes) and, unless the keys are taken
 /// from registers, the block's keys (A: page rows of dI E4M3 bytes), both
@@ -8751,6 +8760,10 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
           }
           NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
           SmallVector<Value> acc;
+          // With --gpu-index-wgmma-promote: every k-step's own
+          // accumulator (register A only), summed after the wait.
+          const bool promote = indexWgmmaPromote && regKeys;
+          SmallVector<SmallVector<Value>> steps(page / 64);
           for (int64_t m = 0; m < page / 64; ++m) {
             Value c = LLVM::PoisonOp::create(k.b, k.loc, accT);
             for (int64_t s = 0; s < d / 32; ++s) {
@@ -8765,14 +8778,39 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
                 continue;
               }
               ArrayRef<Value> r0 = aWords[2 * m], r8 = aWords[2 * m + 1];
+              if (promote) {
+                steps[m].push_back(wgmmaE4M3RegisterA(
+                    k, LLVM::PoisonOp::create(k.b, k.loc, accT),
+                    {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]}, descB,
+                    /*accumulate=*/false));
+                if (s + 1 < d / 32)
+                  continue;
+                // The tile's k-steps done before the next tile's start
+                // (their accumulators and A words freed).
+                NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+                NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+                for (int64_t i = 0; i < 4; ++i) {
+                  Value sum =
+                      LLVM::ExtractValueOp::create(k.b, k.loc, steps[m][0], i);
+                  for (int64_t t = 1; t < d / 32; ++t)
+                    sum = k.add(sum, LLVM::ExtractValueOp::create(
+                                         k.b, k.loc, steps[m][t], i));
+                  c = LLVM::InsertValueOp::create(k.b, k.loc, c, sum, i);
+                }
+                if (m + 1 < page / 64)
+                  NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
+                continue;
+              }
               c = wgmmaE4M3RegisterA(
                   k, c, {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]},
                   descB, /*accumulate=*/s > 0);
             }
             acc.push_back(c);
           }
-          NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
-          NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+          if (!promote) {
+            NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+            NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+          }
           // Keys past the token's position (slot > min(p - b page, page))
           // never win; neither does a NaN score.
           Value last =
