@@ -4,12 +4,16 @@
 #   - main's defaults (the stash weights, sparse full steps with 3 groups
 #     ahead, the prologue's pair rows: checked on an H100 in the
 #     thirty-seventh session, not yet timed on the H200);
-#   - --attention-precision q8 (q8; thirty-ninth session, never run on a
-#     GPU yet): the attention under MSA's FP8 decode contract (E4M3
-#     queries, E4M3(448 P) in P V), checked by msac-host-check against the
-#     reference's attendQ8 and by m3_ops_check.py --attention-precision q8,
-#     and timed against main at 128K (issue 7: NVFP4 against FP8), NVFP4
-#     also at 3 CTAs per SM (q8c3);
+#   - --attention-precision q8 (q8; thirty-ninth session; checked and
+#     timed on an H100 in the fortieth: NVFP4 dense attention 6.5% faster,
+#     but the outputs 4% of the largest value off the contract's, so msac
+#     now refuses q8 for NVIDIA targets and these builds pass the hidden
+#     --gpu-attention-q8-unchecked): the attention under MSA's FP8 decode
+#     contract (E4M3 queries, E4M3(448 P) in P V), checked by
+#     msac-host-check against the reference's attendQ8 and by
+#     m3_ops_check.py --attention-precision q8, and timed against main at
+#     128K (issue 7: NVFP4 against FP8), NVFP4 also at 3 CTAs per SM
+#     (q8c3);
 #   - --gpu-attention-p-terms=1 (p1): P as one f16 term (faster, but the
 #     head-128 checks failed with it on an H100);
 #   (--gpu-attention-stage-ahead, prepared here before, was checked and
@@ -70,11 +74,11 @@ if [ "$mode" = inputs ]; then
     -o tiny-fp8.msa > /dev/null
   "$BIN/msac" compile tiny $C -o tiny-bf16.msa > /dev/null
   "$BIN/msac" compile tiny $C --kv-cache-dtype fp8 --index-cache-dtype fp8 \
-    --attention-precision q8 -o tiny-fp8-q8.msa > /dev/null
+    --attention-precision q8 --gpu-attention-q8-unchecked -o tiny-fp8-q8.msa > /dev/null
   for c in fp8 nvfp4; do
     K="--kv-cache-dtype $c --index-cache-dtype $c"
     "$BIN/msac" compile h128 $C $K -o h128-$c.msa > /dev/null
-    "$BIN/msac" compile h128 $C $K --attention-precision q8 \
+    "$BIN/msac" compile h128 $C $K --attention-precision q8 --gpu-attention-q8-unchecked \
       -o h128-$c-q8.msa > /dev/null
   done
   "$BIN/msac" compile h2048 $C --quantize-weights fp8-tensor \
@@ -86,12 +90,12 @@ if [ "$mode" = inputs ]; then
     "$BIN/msac" compile m3 $C $K -o m3-$c.msa > /dev/null &
     "$BIN/msac" compile m3 $C $K --gpu-attention-p-terms=1 -o m3-$c-p1.msa > /dev/null &
     wait
-    "$BIN/msac" compile m3 $C $K --attention-precision q8 -o m3-$c-q8.msa > /dev/null
+    "$BIN/msac" compile m3 $C $K --attention-precision q8 --gpu-attention-q8-unchecked -o m3-$c-q8.msa > /dev/null
   done
   # NVFP4 q8 at 3 CTAs per SM (12 warps): dense attention spills 23 loads
   # per 3 groups in its full loop (ptxas; docs/perf.md, thirty-ninth).
   "$BIN/msac" compile m3 $C --kv-cache-dtype nvfp4 --index-cache-dtype nvfp4 \
-    --attention-precision q8 --gpu-attention-ctas-per-sm=3 \
+    --attention-precision q8 --gpu-attention-q8-unchecked --gpu-attention-ctas-per-sm=3 \
     -o m3-nvfp4-q8c3.msa > /dev/null
   "$BIN/msac" compile m3 $C --quantize-weights fp8-tensor \
     --gpu-prologue-cluster-pair-rows=false -o A0.msa > /dev/null &
