@@ -8763,9 +8763,9 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
           // With --gpu-index-wgmma-promote: every k-step's own
           // accumulator (register A only), summed after the wait.
           const bool promote = indexWgmmaPromote && regKeys;
-          SmallVector<SmallVector<Value>> steps(page / 64);
           for (int64_t m = 0; m < page / 64; ++m) {
             Value c = LLVM::PoisonOp::create(k.b, k.loc, accT);
+            SmallVector<Value> steps; // promote: each k-step's own sums
             for (int64_t s = 0; s < d / 32; ++s) {
               Value descA = regKeys ? Value()
                                     : wgmmaDescriptorNoSwizzle(
@@ -8778,32 +8778,30 @@ void indexScoreWgmmaKernel(GK &g, msa::IndexScoreOp op) {
                 continue;
               }
               ArrayRef<Value> r0 = aWords[2 * m], r8 = aWords[2 * m + 1];
-              if (promote) {
-                steps[m].push_back(wgmmaE4M3RegisterA(
-                    k, LLVM::PoisonOp::create(k.b, k.loc, accT),
-                    {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]}, descB,
-                    /*accumulate=*/false));
-                if (s + 1 < d / 32)
-                  continue;
-                // The tile's k-steps done before the next tile's start
-                // (their accumulators and A words freed).
-                NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
-                NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
-                for (int64_t i = 0; i < 4; ++i) {
-                  Value sum =
-                      LLVM::ExtractValueOp::create(k.b, k.loc, steps[m][0], i);
-                  for (int64_t t = 1; t < d / 32; ++t)
-                    sum = k.add(sum, LLVM::ExtractValueOp::create(
-                                         k.b, k.loc, steps[m][t], i));
-                  c = LLVM::InsertValueOp::create(k.b, k.loc, c, sum, i);
-                }
-                if (m + 1 < page / 64)
-                  NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
-                continue;
+              Value in = promote ? LLVM::PoisonOp::create(k.b, k.loc, accT) : c;
+              Value out = wgmmaE4M3RegisterA(
+                  k, in, {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]},
+                  descB, /*accumulate=*/!promote && s > 0);
+              if (promote)
+                steps.push_back(out);
+              else
+                c = out;
+            }
+            if (promote) {
+              // The tile's k-steps done before the next tile's start (their
+              // accumulators and A words freed), summed in k order.
+              NVVM::WgmmaGroupSyncAlignedOp::create(k.b, k.loc);
+              NVVM::WgmmaWaitGroupSyncOp::create(k.b, k.loc, 0);
+              for (int64_t i = 0; i < 4; ++i) {
+                Value sum =
+                    LLVM::ExtractValueOp::create(k.b, k.loc, steps[0], i);
+                for (size_t t = 1; t < steps.size(); ++t)
+                  sum = k.add(sum, LLVM::ExtractValueOp::create(k.b, k.loc,
+                                                                steps[t], i));
+                c = LLVM::InsertValueOp::create(k.b, k.loc, c, sum, i);
               }
-              c = wgmmaE4M3RegisterA(
-                  k, c, {r0[2 * s], r8[2 * s], r0[2 * s + 1], r8[2 * s + 1]},
-                  descB, /*accumulate=*/s > 0);
+              if (m + 1 < page / 64)
+                NVVM::WgmmaFenceAlignedOp::create(k.b, k.loc);
             }
             acc.push_back(c);
           }
