@@ -7480,6 +7480,34 @@ static TuningOpt<int> prologueClusterRows(
     "took M3's MSA prologue in 18.5 us against 19.5 with 4, "
     "not yet checked against the reference; docs/perf.md)");
 
+static TuningOpt<int> prologueClusterRing(
+    "gpu-prologue-cluster-ring", 0,
+    "Stages of the one-token prologue cluster kernel's weight ring: "
+    "each CTA's weight rows stream into shared memory by bulk "
+    "asynchronous copies (cp.async.bulk, one per row slice, "
+    "completing on an mbarrier per stage), N stages in flight, "
+    "instead of each warp's loads into registers (0: registers; "
+    "tuning)");
+
+static TuningOpt<int> prologueClusterRingRows(
+    "gpu-prologue-cluster-ring-rows", 8,
+    "Weight rows per stage of --gpu-prologue-cluster-ring (a "
+    "multiple of the CTA's warps; tuning)");
+
+static TuningOpt<bool> prologueClusterRingEarly(
+    "gpu-prologue-cluster-ring-early", false,
+    "--gpu-prologue-cluster-ring issues its first stages' copies "
+    "before the kernel waits for the RMSNorm before it (the "
+    "weights do not depend on it; tuning)");
+
+static TuningOpt<bool> prologueClusterEarlyRound(
+    "gpu-prologue-cluster-early-round", true,
+    "The one-token prologue cluster kernel issues its first round of "
+    "weight loads (into registers) before it waits for the RMSNorm "
+    "before it, as the weights do not depend on it (on an H100 M3's "
+    "RMSNorm and dense prologue took 25.6 us against 27.4; "
+    "docs/perf.md, forty-first session; tuning)");
+
 /// CTAs per multiprocessor the cluster kernel's registers are capped for
 /// (80 registers at 128 threads), so that every head's cluster is resident
 /// at once (M3: 72 or 77 heads of 8 CTAs, 6 x 132 / 8 = 99 clusters). On
@@ -7519,7 +7547,10 @@ bool prologueClustered(const PrologueShape &s, const PackedOperands *packed) {
 /// slots in rank order and runs prologueRowEpilogue on them: norm, RoPE,
 /// quantization and the cache insert, without a second launch or the
 /// projection in global memory. A programmatic dependent of the RMSNorm
-/// before it. On the H200 (docs/perf.md, twenty-ninth session) M3's
+/// before it; each warp issues its first round of weight loads before it
+/// waits for the norm (--gpu-prologue-cluster-early-round; on an H100 the
+/// norm and M3's dense prologue took 25.6 us against 27.4, docs/perf.md,
+/// forty-first session). On the H200 (docs/perf.md, twenty-ninth session) M3's
 /// one-token prologue took 17.1 us (dense layer) and 19.5 us (MSA layer)
 /// in a CUDA graph, against 20.5 and 22.5 us for parts 0 and 1.
 void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
@@ -7536,16 +7567,103 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   Value own = g.shared(k.f32, kTileN);
   Value all = g.sharedSpace(k.f32, n * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
+  // --gpu-prologue-cluster-ring: a ring of `ringStages` stages of
+  // `ringRows` weight rows' slices (slice bytes each) in static shared
+  // memory, full[s] an mbarrier per slot completed by its bulk copies'
+  // bytes; within 40 KB of static shared memory, else registers.
+  const int64_t ringRows = prologueClusterRingRows;
+  int64_t ringStages = std::max<int64_t>(prologueClusterRing, 0);
+  if (ringRows < g.warps || ringRows > kWarp || ringRows % g.warps != 0 ||
+      kTileN % ringRows != 0 || slice % 16 != 0 ||
+      ringStages * ringRows * slice > 40 * 1024)
+    ringStages = 0;
+  const int64_t ringCount = ringStages ? kTileN / ringRows : 0;
+  const int64_t stageBytes = ringRows * slice;
+  ringStages = std::min(ringStages, ringCount);
+  auto sharedPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 3);
+  auto globalPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
+  Value ring, full;
+  if (ringStages) {
+    ring = g.sharedSpace(k.b.getI8Type(), ringStages * stageBytes, 128);
+    full = g.sharedSpace(k.i64, ringStages, 8);
+  }
+  auto fullAt = [&](Value slot) {
+    return LLVM::GEPOp::create(k.b, k.loc, sharedPtr, k.i64, full,
+                               ValueRange{k.toI64(slot)});
+  };
+  // Stage `stage` (rows stage * ringRows ...) into slot `slot`: warp 0's
+  // lane 0 expects its bytes on full[slot], lane r < ringRows copies row
+  // r's slice (the caller is warp 0).
+  auto issueStage = [&](Value stage, Value slot) {
+    Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
+    const std::pair<WeightRef, Value> headRow =
+        weights.row(k.imul(gh, k.c(kTileN)));
+    const WeightRef &w = headRow.first;
+    Value first = headRow.second;
+    Value bar = fullAt(slot);
+    k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+      NVVM::MBarrierArriveExpectTxOp::create(
+          k.b, k.loc, Type(), bar, g.ci32(stageBytes), NVVM::MemScopeKind::CTA,
+          /*relaxed=*/false, Value());
+    });
+    k.ifThen(k.icmp(CmpI::ult, g.lane, k.c(ringRows)), [&] {
+      Value row = k.iadd(k.imul(stage, k.c(ringRows)), g.lane);
+      Value at = k.iadd(
+          first, k.iadd(k.imul(row, k.c(s.hidden)), k.imul(rank, k.c(slice))));
+      Value src = LLVM::AddrSpaceCastOp::create(
+          k.b, k.loc, globalPtr, k.gep(w.base, at, k.b.getI8Type()));
+      Value dst = LLVM::GEPOp::create(
+          k.b, k.loc, sharedPtr, k.b.getI8Type(), ring,
+          ValueRange{k.toI64(k.iadd(k.imul(slot, k.c(stageBytes)),
+                                    k.imul(g.lane, k.c(slice))))});
+      // As a shared::cluster address (the form PTX 8.0 has).
+      dst = LLVM::AddrSpaceCastOp::create(
+          k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 7), dst);
+      NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+          k.b, k.loc, dst, src, bar, g.ci32(slice), Value(), Value());
+    });
+  };
+  // The barriers and the first stages (before the wait for the RMSNorm
+  // with --gpu-prologue-cluster-ring-early: the weights do not depend on
+  // it).
+  auto startRing = [&] {
+    k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+      for (int64_t i = 0; i < ringStages; ++i)
+        NVVM::MBarrierInitOp::create(k.b, k.loc, fullAt(k.c(i)), g.ci32(1),
+                                     Value());
+      NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+    });
+    g.sync();
+    k.ifThen(g.eq(g.warp, k.c(0)), [&] {
+      for (int64_t i = 0; i < ringStages; ++i)
+        issueStage(k.c(i), k.c(i));
+    });
+  };
+  const bool early = ringStages && prologueClusterRingEarly;
+  const bool earlyRound = !ringStages && prologueClusterEarlyRound;
   // Every thread waits for the RMSNorm before anything else, steps of
   // other sizes too (launched by a runtime that ignores the token bounds,
-  // the kernel does nothing, but it does not finish before the norm).
-  g.gridDependencyWait();
-  k.ifThen(k.icmp(CmpI::eq, T, k.c(1)), [&] {
+  // the kernel does nothing, but it does not finish before the norm);
+  // with the early ring or round, one-token steps first issue weight
+  // copies or loads, which do not depend on the norm.
+  const bool waitInside = early || earlyRound;
+  if (!waitInside)
+    g.gridDependencyWait();
+  auto body = [&] {
+    if (early) {
+      startRing();
+      g.gridDependencyWait();
+    }
     // Every CTA of the cluster must have started before another writes
     // its shared memory: arrive now, wait before the copy.
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+    if (ringStages && !early)
+      startRing();
     Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
-    auto [w, first] = weights.row(k.imul(gh, k.c(kTileN)));
+    const std::pair<WeightRef, Value> headRow =
+        weights.row(k.imul(gh, k.c(kTileN)));
+    const WeightRef &w = headRow.first;
+    Value first = headRow.second;
     Value scale = g.packedTail(w, first);
     Value c0 = k.iadd(k.imul(rank, k.c(slice)), k.imul(g.lane, k.c(8)));
     // Round r's weight lines into L2 (--gpu-prologue-cluster-ahead): lane
@@ -7554,7 +7672,8 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     // lines or they outnumber the lanes).
     const int64_t rounds = kTileN / perRound, lines = slice / 128;
     Value weightBase = w.base, weightFirst = first;
-    const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, rounds);
+    const int64_t ahead =
+        ringStages ? 0 : std::clamp<int64_t>(prologueClusterAhead, 0, rounds);
     auto prefetchRound = [&](Value r) {
       if (slice % 128 != 0 || rowsAtOnce * lines > kWarp)
         return;
@@ -7576,19 +7695,10 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     };
     for (int64_t a = 0; a < ahead; ++a)
       prefetchRound(k.c(a));
-    // The input row, written by the RMSNorm: the lane's 8 values per step.
-    SmallVector<SmallVector<Value>> xs;
-    for (int64_t j = 0; j < steps; ++j)
-      xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
-    auto loop = scf::ForOp::create(k.b, k.loc, k.c(0), k.c(rounds), k.c(1));
-    {
-      OpBuilder::InsertionGuard guard(k.b);
-      k.b.setInsertionPoint(loop.getBody()->getTerminator());
-      Value it = loop.getInductionVar();
-      if (ahead > 0)
-        prefetchRound(k.iadd(it, k.c(ahead)));
-      SmallVector<Value> rows;
-      SmallVector<SmallVector<GK::WeightRaw>> raw(rowsAtOnce);
+    // Round `it`'s rows of this warp and their raw weight words.
+    auto loadRound = [&](Value it, SmallVector<Value> &rows,
+                         SmallVector<SmallVector<GK::WeightRaw>> &raw) {
+      raw.assign(rowsAtOnce, {});
       for (int64_t i = 0; i < rowsAtOnce; ++i) {
         rows.push_back(k.iadd(k.imul(it, k.c(perRound)),
                               k.iadd(k.c(i * g.warps), g.warp)));
@@ -7602,26 +7712,97 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
           raw[i].push_back(r);
         }
       }
-      auto f32x2 = VectorType::get({2}, k.f32);
-      auto f16x2 = VectorType::get({2}, k.b.getF16Type());
-      for (int64_t i = 0; i < rowsAtOnce; ++i) {
-        Value acc = k.cf(0);
-        for (int64_t j = 0; j < steps; ++j) {
-          int64_t e = 0;
-          for (Value word : g.decodeWeightF16(w, raw[i][j])) {
-            Value h = LLVM::BitcastOp::create(k.b, k.loc, f16x2, word);
-            Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
-            for (int64_t half = 0; half < 2; ++half, ++e)
-              acc = k.fma(
-                  xs[j][e],
-                  LLVM::ExtractElementOp::create(k.b, k.loc, f, g.ci32(half)),
-                  acc);
-          }
+    };
+    SmallVector<Value> rows0;
+    SmallVector<SmallVector<GK::WeightRaw>> raw0;
+    if (earlyRound) {
+      loadRound(k.c(0), rows0, raw0);
+      g.gridDependencyWait();
+    }
+    // The input row, written by the RMSNorm: the lane's 8 values per step.
+    SmallVector<SmallVector<Value>> xs;
+    for (int64_t j = 0; j < steps; ++j)
+      xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
+    auto f32x2 = VectorType::get({2}, k.f32);
+    auto f16x2 = VectorType::get({2}, k.b.getF16Type());
+    // The warp's sum of row `row` from its raw words (a word pair per
+    // step) into own[row].
+    auto rowSum = [&](Value row, ArrayRef<GK::WeightRaw> raw) {
+      Value acc = k.cf(0);
+      for (int64_t j = 0; j < steps; ++j) {
+        int64_t e = 0;
+        for (Value word : g.decodeWeightF16(w, raw[j])) {
+          Value h = LLVM::BitcastOp::create(k.b, k.loc, f16x2, word);
+          Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
+          for (int64_t half = 0; half < 2; ++half, ++e)
+            acc = k.fma(
+                xs[j][e],
+                LLVM::ExtractElementOp::create(k.b, k.loc, f, g.ci32(half)),
+                acc);
         }
-        Value sum = k.mul(g.warpSum(acc), scale);
-        k.ifThen(g.eq(g.lane, k.c(0)),
-                 [&] { k.storeF(own, rows[i], sum, k.f32); });
       }
+      Value sum = k.mul(g.warpSum(acc), scale);
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(own, row, sum, k.f32); });
+    };
+    if (ringStages) {
+      // Stage i in slot i mod ringStages, its barrier's phase i /
+      // ringStages: wait, read the warp's rows into registers, and once
+      // every warp has (a CTA barrier) warp 0 refills the slot with stage
+      // i + ringStages; then the products.
+      auto loop =
+          scf::ForOp::create(k.b, k.loc, k.c(0), k.c(ringCount), k.c(1));
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value i = loop.getInductionVar();
+      Value slot = k.irem(i, k.c(ringStages));
+      Value parity = arith::IndexCastOp::create(
+          k.b, k.loc, k.i32, k.irem(k.idiv(i, k.c(ringStages)), k.c(2)));
+      NVVM::MBarrierTryWaitParityOp::create(k.b, k.loc, fullAt(slot), parity,
+                                            g.ci32(0x989680));
+      const int64_t perWarp = ringRows / g.warps;
+      SmallVector<SmallVector<GK::WeightRaw>> raw(perWarp);
+      SmallVector<Value> rows;
+      for (int64_t r = 0; r < perWarp; ++r) {
+        Value local = k.iadd(k.c(r * g.warps), g.warp);
+        rows.push_back(k.iadd(k.imul(i, k.c(ringRows)), local));
+        Value at =
+            k.iadd(k.imul(slot, k.c(stageBytes)),
+                   k.iadd(k.imul(local, k.c(slice)), k.imul(g.lane, k.c(8))));
+        for (int64_t j = 0; j < steps; ++j) {
+          GK::WeightRaw one;
+          one.words.push_back(LLVM::LoadOp::create(
+              k.b, k.loc, VectorType::get({2}, k.i32),
+              LLVM::GEPOp::create(
+                  k.b, k.loc, sharedPtr, k.b.getI8Type(), ring,
+                  ValueRange{k.toI64(k.iadd(at, k.c(j * kWarp * 8)))}),
+              /*alignment=*/8));
+          raw[r].push_back(one);
+        }
+      }
+      k.ifThen(
+          k.icmp(CmpI::ult, k.iadd(i, k.c(ringStages)), k.c(ringCount)), [&] {
+            g.sync();
+            k.ifThen(g.eq(g.warp, k.c(0)),
+                     [&] { issueStage(k.iadd(i, k.c(ringStages)), slot); });
+          });
+      for (int64_t r = 0; r < perWarp; ++r)
+        rowSum(rows[r], raw[r]);
+    } else {
+      // Round 0 from the early loads (--gpu-prologue-cluster-early-round).
+      for (int64_t i = 0; i < static_cast<int64_t>(rows0.size()); ++i)
+        rowSum(rows0[i], raw0[i]);
+      auto loop = scf::ForOp::create(k.b, k.loc, k.c(earlyRound ? 1 : 0),
+                                     k.c(rounds), k.c(1));
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value it = loop.getInductionVar();
+      if (ahead > 0)
+        prefetchRound(k.iadd(it, k.c(ahead)));
+      SmallVector<Value> rows;
+      SmallVector<SmallVector<GK::WeightRaw>> raw;
+      loadRound(it, rows, raw);
+      for (int64_t i = 0; i < rowsAtOnce; ++i)
+        rowSum(rows[i], raw[i]);
     }
     g.sync();
     NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
@@ -7658,7 +7839,22 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
         });
       });
     });
-  });
+  };
+  Value one = k.icmp(CmpI::eq, T, k.c(1));
+  if (!waitInside) {
+    k.ifThen(one, body);
+    return;
+  }
+  g.ifElse(
+      one, {},
+      [&]() -> SmallVector<Value> {
+        body();
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        g.gridDependencyWait();
+        return {};
+      });
 }
 
 /// CTAs per multiprocessor the tensor-core cluster kernel's registers are

@@ -1,0 +1,476 @@
+// Can the one-token attention prologue read its weights at the stream's
+// speed? msac's one-token cluster kernel (prologueClusterKernel: a cluster
+// of 8 CTAs of 4 warps per head, CTA r over 1/8 of the 6,144 channels,
+// each warp 4 rows' 8-byte loads per lane in registers at a time) streams
+// M3's FP8 weights at about 75 % of the copy bandwidth on the H200
+// (docs/perf.md, twenty-ninth to fortieth sessions): between its rounds a
+// warp has no load in flight. This probe keeps the same clusters, products
+// and epilogue but moves the weights through a ring of shared-memory
+// stages filled by bulk asynchronous copies (`cp.async.bulk`, one per
+// weight row's 768-byte slice, completing on an mbarrier), issued by a
+// producer warp, so that a CTA keeps Stages x Rows x 768 bytes in flight
+// without registers. Timed as msac-run's --graph-range times a range (20
+// copies in one CUDA graph, median time per copy over 40 replays), next to
+// read_floor.cu's stream of the same bytes and to the register kernel.
+// With `Early`, the producer fills the ring before the kernel waits for
+// the previous kernel (griddepcontrol.wait): in a step the weights do not
+// depend on the RMSNorm before the prologue. A measurement probe for
+// docs/perf.md (forty-first session), not part of msac, whose kernels the
+// compiler generates.
+//
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90a -o bulk_prologue bench/bulk_prologue.cu
+//   ./bulk_prologue
+#include "probe_common.cuh"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+namespace cg = cooperative_groups;
+
+constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
+constexpr int kHead = 128; // rows (features) per head
+constexpr int kS = 8;      // CTAs per cluster (head)
+constexpr int kSlice = kK / kS, kSteps = kSlice / 256;
+
+__device__ __forceinline__ float2 e4m3x2(unsigned short v) {
+  unsigned h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(v));
+  return __half22float2(*reinterpret_cast<__half2 *>(&h));
+}
+
+// acc plus 4 E4M3 weights (one word) times 4 bf16 x values (two words).
+__device__ __forceinline__ float dotWord(unsigned w, const unsigned *x,
+                                         float acc) {
+  const float2 a = e4m3x2(w & 0xFFFF), b = e4m3x2(w >> 16);
+  acc = fmaf(a.x, __uint_as_float(x[0] << 16), acc);
+  acc = fmaf(a.y, __uint_as_float(x[0] & 0xFFFF0000u), acc);
+  acc = fmaf(b.x, __uint_as_float(x[1] << 16), acc);
+  return fmaf(b.y, __uint_as_float(x[1] & 0xFFFF0000u), acc);
+}
+__device__ __forceinline__ float dotPiece(uint2 wv, const unsigned *xw,
+                                          float acc) {
+  return dotWord(wv.y, xw + 2, dotWord(wv.x, xw, acc));
+}
+
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarInit(uint64_t *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
+               "r"(count));
+}
+__device__ __forceinline__ void mbarExpectTx(uint64_t *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   smemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarArrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbarWait(uint64_t *bar, unsigned parity) {
+  asm volatile("{\n"
+               ".reg .pred p;\n"
+               "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra W;\n"
+               "}" ::"r"(smemAddr(bar)),
+               "r"(parity)
+               : "memory");
+}
+__device__ __forceinline__ void bulkCopy(void *dst, const void *src,
+                                         unsigned bytes, uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+               "bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(smemAddr(bar))
+               : "memory");
+}
+
+// The leader's epilogue on the head's 128 sums (threads 0..127 of the
+// leader): RMSNorm over the head (Gemma weight 1 + g), NeoX RoPE on
+// channels 0..63, a bf16 store (query heads) or an E4M3 store (cache).
+__device__ __forceinline__ void epilogue(float v, float *scratch, float *red,
+                                         const float *gamma, const float2 *rope,
+                                         __nv_bfloat16 *q, uint8_t *cache,
+                                         int head, int qHeads) {
+  const int f = threadIdx.x, lane = f & 31, warp = f / 32;
+  float ss = v * v;
+#pragma unroll
+  for (int o = 16; o; o >>= 1)
+    ss += __shfl_xor_sync(~0u, ss, o);
+  if (lane == 0)
+    red[warp] = ss;
+  asm volatile("bar.sync 1, 128;");
+  ss = red[0] + red[1] + red[2] + red[3];
+  v *= rsqrtf(ss / kHead + 1e-6f) * (1.0f + gamma[f]);
+  scratch[f] = v;
+  asm volatile("bar.sync 1, 128;");
+  if (f < 64) {
+    const float2 cs = rope[f & 31];
+    const float o = scratch[f ^ 32];
+    v = f < 32 ? v * cs.x - o * cs.y : v * cs.x + o * cs.y;
+  }
+  if (head < qHeads) {
+    q[size_t(head) * kHead + f] = __float2bfloat16(v);
+  } else {
+    __nv_fp8_e4m3 e(v);
+    cache[size_t(head - qHeads) * kHead + f] = *reinterpret_cast<uint8_t *>(&e);
+  }
+}
+
+// msac's committed shape: 4 warps, a warp per row, 8-byte pieces, Rows rows'
+// loads issued together (the register kernel).
+template <int Rows, bool Epi>
+__global__ void __launch_bounds__(128, 6)
+    regKernel(const uint8_t *w, const __nv_bfloat16 *x, const float *gamma,
+              const float2 *rope, __nv_bfloat16 *q, uint8_t *cache,
+              int qHeads) {
+  constexpr int W = 4;
+  __shared__ float partial[kS][kHead];
+  __shared__ float red[4];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = int(cluster.block_rank());
+  const int head = blockIdx.x / kS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  unsigned xw[kSteps][4];
+  const unsigned *xs =
+      reinterpret_cast<const unsigned *>(x + rank * kSlice + lane * 8);
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      xw[j][e] = xs[j * 128 + e];
+  float *leader = cluster.map_shared_rank(&partial[0][0], 0);
+  const uint8_t *base =
+      w + (size_t(head) * kHead) * kK + rank * kSlice + lane * 8;
+  for (int r0 = warp; r0 < kHead; r0 += W * Rows) {
+    float sum[Rows];
+    uint2 a[Rows][kSteps];
+#pragma unroll
+    for (int i = 0; i < Rows; ++i)
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+        a[i][j] = __ldcs(reinterpret_cast<const uint2 *>(
+            base + size_t(r0 + i * W) * kK + j * 256));
+#pragma unroll
+    for (int i = 0; i < Rows; ++i) {
+      sum[i] = 0;
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+        sum[i] = dotPiece(a[i][j], xw[j], sum[i]);
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+#pragma unroll
+      for (int i = 0; i < Rows; ++i)
+        sum[i] += __shfl_xor_sync(~0u, sum[i], o);
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < Rows; ++i)
+        leader[rank * kHead + r0 + i * W] = sum[i];
+  }
+  cluster.sync();
+  if (rank != 0 || threadIdx.x >= kHead)
+    return;
+  float v = 0;
+#pragma unroll
+  for (int i = 0; i < kS; ++i)
+    v += partial[i][threadIdx.x];
+  if (!Epi)
+    q[size_t(head) * kHead + threadIdx.x] = __float2bfloat16(v);
+  else
+    epilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
+}
+
+// The ring kernel: 4 consumer warps and one producer warp. The CTA's 128
+// rows (768 bytes each) come in 128 / Rows stages of Rows rows through a
+// ring of Stages slots; slot s is full when its bulk copies complete
+// (full[s], transaction bytes) and empty when the 4 consumer warps have
+// read it (empty[s], 4 arrivals). Consumer warp w takes rows w, w + 4, ...
+// of a stage, each lane its 8 bytes per 256 channels as the register
+// kernel (ld.shared.v2, conflict-free).
+// Without `Producer` the kernel has the 4 consumer warps only: after every
+// warp has read stage i into registers (a named barrier of the 128
+// threads), warp 0 refills its slot with stage i + Stages.
+template <int Rows, int Stages, bool Early, bool Epi, bool Producer = true>
+__global__ void __launch_bounds__(Producer ? 160 : 128, 1)
+    ringKernel(const uint8_t *w, const __nv_bfloat16 *x, const float *gamma,
+               const float2 *rope, __nv_bfloat16 *q, uint8_t *cache,
+               int qHeads) {
+  constexpr int W = 4, kStageBytes = Rows * kSlice, kNum = kHead / Rows;
+  static_assert(Rows % W == 0 && kHead % Rows == 0, "rows");
+  extern __shared__ __align__(128) uint8_t ring[]; // Stages x kStageBytes
+  __shared__ float partial[kS][kHead];
+  __shared__ float red[4];
+  __shared__ __align__(8) uint64_t full[Stages], empty[Stages];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = int(cluster.block_rank());
+  const int head = blockIdx.x / kS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const uint8_t *base = w + (size_t(head) * kHead) * kK + rank * kSlice;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Stages; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], W);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto issue = [&](int stage) {
+    uint64_t *bar = &full[stage % Stages];
+    uint8_t *dst = ring + (stage % Stages) * kStageBytes;
+    if (lane == 0)
+      mbarExpectTx(bar, kStageBytes);
+    __syncwarp();
+    for (int r = lane; r < Rows; r += 32)
+      bulkCopy(dst + r * kSlice, base + size_t(stage * Rows + r) * kK, kSlice,
+               bar);
+  };
+  if (!Producer && warp == 0) {
+    if (!Early)
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int i = 0; i < Stages && i < kNum; ++i)
+      issue(i);
+  }
+  if (Producer && warp == W) {
+    // Producer: the first Stages stages before the wait for the previous
+    // kernel with Early, after it without.
+    if (!Early)
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int i = 0; i < Stages && i < kNum; ++i)
+      issue(i);
+    for (int i = Stages; i < kNum; ++i) {
+      mbarWait(&empty[i % Stages], ((i / Stages) - 1) & 1);
+      issue(i);
+    }
+    if (Early)
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+    cluster.sync();
+    return;
+  }
+  // Consumers.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  unsigned xw[kSteps][4];
+  const unsigned *xs =
+      reinterpret_cast<const unsigned *>(x + rank * kSlice + lane * 8);
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      xw[j][e] = xs[j * 128 + e];
+  float *leader = cluster.map_shared_rank(&partial[0][0], 0);
+  for (int i = 0; i < kNum; ++i) {
+    const int slot = i % Stages;
+    mbarWait(&full[slot], (i / Stages) & 1);
+    const uint8_t *st = ring + slot * kStageBytes + lane * 8;
+    constexpr int R = Rows / W;
+    float sum[R];
+    uint2 a[R][kSteps];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+        a[r][j] = *reinterpret_cast<const uint2 *>(
+            st + (r * W + warp) * kSlice + j * 256);
+    if (Producer) {
+      __syncwarp();
+      if (lane == 0)
+        mbarArrive(&empty[slot]);
+    } else if (i + Stages < kNum) {
+      asm volatile("bar.sync 2, 128;" ::: "memory");
+      if (warp == 0)
+        issue(i + Stages);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      sum[r] = 0;
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+        sum[r] = dotPiece(a[r][j], xw[j], sum[r]);
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        sum[r] += __shfl_xor_sync(~0u, sum[r], o);
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        leader[rank * kHead + i * Rows + r * W + warp] = sum[r];
+  }
+  cluster.sync();
+  if (rank != 0 || threadIdx.x >= kHead)
+    return;
+  float v = 0;
+#pragma unroll
+  for (int i = 0; i < kS; ++i)
+    v += partial[i][threadIdx.x];
+  if (!Epi)
+    q[size_t(head) * kHead + threadIdx.x] = __float2bfloat16(v);
+  else
+    epilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
+}
+
+double e4m3Host(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const double mag =
+      e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// A short kernel standing in for the RMSNorm before the prologue: it
+// triggers its dependents at once and then spins for `ns` nanoseconds.
+__global__ void normStandIn(unsigned ns) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  while (t - t0 < ns);
+}
+
+int main() {
+  const int sms = openDevice();
+  constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
+  const size_t bytes = size_t(kMaxHeads) * kHead * kK;
+  const std::vector<uint8_t> host = lcgBytes(bytes, 7, 0x77); // |v| < 2
+  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
+  std::vector<__nv_bfloat16> hx(kK);
+  for (int i = 0; i < kK; ++i)
+    hx[i] = __float2bfloat16(float((i * 37) % 101) / 101.0f - 0.5f);
+  __nv_bfloat16 *x, *q;
+  float *gamma;
+  float2 *rope;
+  uint8_t *cache;
+  unsigned *out;
+  CK(cudaMalloc(&x, kK * 2));
+  CK(cudaMemcpy(x, hx.data(), kK * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&q, kMaxHeads * kHead * 2));
+  CK(cudaMalloc(&gamma, kHead * 4));
+  CK(cudaMemset(gamma, 0, kHead * 4));
+  CK(cudaMalloc(&rope, 32 * 8));
+  CK(cudaMemset(rope, 0, 32 * 8));
+  CK(cudaMalloc(&cache, kMaxHeads * kHead));
+  CK(cudaMalloc(&out, 64));
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  using Fn = void (*)(const uint8_t *, const __nv_bfloat16 *, const float *,
+                      const float2 *, __nv_bfloat16 *, uint8_t *, int);
+  struct Variant {
+    const char *name;
+    Fn fn;
+    int threads, dynSmem;
+    bool sumsOnly;
+  };
+  auto ring = [](int rows, int stages) { return rows * kSlice * stages; };
+  const Variant variants[] = {
+      {"register R4 (msac)", regKernel<4, true>, 128, 0, false},
+      {"register R4, sums only", regKernel<4, false>, 128, 0, true},
+      {"ring 8 rows x 4 stages", ringKernel<8, 4, false, true>, 160, ring(8, 4),
+       false},
+      {"ring 8 rows x 4, sums only", ringKernel<8, 4, false, false>, 160,
+       ring(8, 4), true},
+      {"ring 8 rows x 6 stages", ringKernel<8, 6, false, true>, 160, ring(8, 6),
+       false},
+      {"ring 16 rows x 3 stages", ringKernel<16, 3, false, true>, 160,
+       ring(16, 3), false},
+      {"ring 16 rows x 4 stages", ringKernel<16, 4, false, true>, 160,
+       ring(16, 4), false},
+      {"ring 4 rows x 8 stages", ringKernel<4, 8, false, true>, 160, ring(4, 8),
+       false},
+      {"ring 8 x 4, early", ringKernel<8, 4, true, true>, 160, ring(8, 4),
+       false},
+      {"ring 16 x 4, early", ringKernel<16, 4, true, true>, 160, ring(16, 4),
+       false},
+      {"ring 8 x 4, no producer warp", ringKernel<8, 4, false, true, false>,
+       128, ring(8, 4), false},
+      {"ring 8 x 4, no producer, sums only",
+       ringKernel<8, 4, false, false, false>, 128, ring(8, 4), true},
+      {"ring 8 x 6, no producer, early", ringKernel<8, 6, true, true, false>,
+       128, ring(8, 6), false},
+      {"ring 16 x 3, no producer, early", ringKernel<16, 3, true, true, false>,
+       128, ring(16, 3), false},
+  };
+  for (int heads : {72, 77}) {
+    const int qHeads = 64;
+    const double mb = double(heads) * kHead * kK / 1e6;
+    auto report = [&](const char *name, const GraphTime &t) {
+      std::printf(
+          "%-58s heads %2d  %6.2f us (%.2f TB/s)  [min %.2f max %.2f]\n", name,
+          heads, t.median, mb / t.median, t.min, t.max);
+    };
+    report("stream, 16-byte pieces, 2 CTAs x 512",
+           timeInGraph(st, kGraphCopies, 40, [&](int i) {
+             streamKernel<<<2 * sms, 512, 0, st>>>(
+                 reinterpret_cast<const uint4 *>(w[i % kCopies]),
+                 size_t(heads) * kHead * kK / 16, out);
+           }));
+    for (const Variant &v : variants) {
+      cudaFuncAttributes attr;
+      CK(cudaFuncGetAttributes(&attr, v.fn));
+      if (v.dynSmem)
+        CK(cudaFuncSetAttribute(
+            v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.dynSmem));
+      cudaLaunchAttribute attrs[2];
+      attrs[0].id = cudaLaunchAttributeClusterDimension;
+      attrs[0].val.clusterDim.x = kS;
+      attrs[0].val.clusterDim.y = 1;
+      attrs[0].val.clusterDim.z = 1;
+      attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[1].val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(heads * kS);
+      cfg.blockDim = dim3(v.threads);
+      cfg.dynamicSmemBytes = v.dynSmem;
+      cfg.stream = st;
+      cfg.attrs = attrs;
+      cfg.numAttrs = 2;
+      int clusters = 0;
+      CK(cudaOccupancyMaxActiveClusters(&clusters, v.fn, &cfg));
+      char label[128];
+      std::snprintf(label, sizeof label, "%s (%d regs, %d KB, %d clusters)",
+                    v.name, attr.numRegs,
+                    int((attr.sharedSizeBytes + v.dynSmem) / 1024), clusters);
+      auto launch = [&](int i) {
+        CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)w[i % kCopies],
+                              (const __nv_bfloat16 *)x, (const float *)gamma,
+                              (const float2 *)rope, q, cache, qHeads));
+      };
+      report(label, timeInGraph(st, kGraphCopies, 40, launch));
+      // After a 3 us stand-in for the RMSNorm (a programmatic dependent):
+      // the pair's time per copy.
+      std::snprintf(label, sizeof label, "  + 3 us norm stand-in before");
+      report(label, timeInGraph(st, kGraphCopies, 40, [&](int i) {
+               normStandIn<<<1, 32, 0, st>>>(3000);
+               launch(i);
+             }));
+      if (v.sumsOnly) {
+        // The sums against the host's (copy 0 of the weights).
+        launch(0);
+        CK(cudaStreamSynchronize(st));
+        std::vector<__nv_bfloat16> hq(size_t(heads) * kHead);
+        CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (size_t r = 0; r < hq.size(); ++r) {
+          double ref = 0, mag = 0;
+          for (int c = 0; c < kK; ++c) {
+            const double p =
+                e4m3Host(host[r * kK + c]) * double(__bfloat162float(hx[c]));
+            ref += p, mag += std::fabs(p);
+          }
+          worst =
+              std::max(worst, std::fabs(double(__bfloat162float(hq[r])) - ref) /
+                                  (mag + 1e-30));
+        }
+        std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
+                    worst);
+      }
+    }
+  }
+  return 0;
+}
