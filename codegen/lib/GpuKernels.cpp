@@ -51,6 +51,13 @@ template <typename T> struct TuningOpt : llvm::cl::opt<T> {
                          llvm::cl::desc(desc)) {}
 };
 
+static TuningOpt<bool> gridWaitClobber(
+    "gpu-grid-wait-clobber", false,
+    "griddepcontrol.wait as inline PTX with a memory clobber (as "
+    "CUDA's cudaGridDependencySynchronize), so that no compiler pass "
+    "moves a memory access across it (LLVM declares the intrinsic "
+    "IntrNoMem; testing)");
+
 constexpr int64_t kWarp = 32;
 /// Split-KV chunks: steps of many tokens split a sparse row's K blocks into
 /// min(K, kSparseChunks) chunks and a dense row's blocks into kDenseChunks;
@@ -235,6 +242,15 @@ public:
   /// finished and its writes are visible (returns at once when the launch
   /// was not programmatic).
   void gridDependencyWait() {
+    if (gridWaitClobber) {
+      LLVM::InlineAsmOp::create(
+          k.b, k.loc, TypeRange(), ValueRange(), "griddepcontrol.wait;",
+          "~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(k.b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr());
+      return;
+    }
     NVVM::GriddepcontrolOp::create(k.b, k.loc, NVVM::GridDepActionKind::wait);
   }
   /// `griddepcontrol.launch_dependents`: the next kernel, where launched
