@@ -21,13 +21,9 @@
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o bulk_prologue bench/bulk_prologue.cu
 //   ./bulk_prologue
-#include "probe_common.cuh"
+#include "prologue_probe.cuh"
 
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cmath>
 
 namespace cg = cooperative_groups;
 
@@ -35,26 +31,6 @@ constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
 constexpr int kHead = 128; // rows (features) per head
 constexpr int kS = 8;      // CTAs per cluster (head)
 constexpr int kSlice = kK / kS, kSteps = kSlice / 256;
-
-__device__ __forceinline__ float2 e4m3x2(unsigned short v) {
-  unsigned h;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(v));
-  return __half22float2(*reinterpret_cast<__half2 *>(&h));
-}
-
-// acc plus 4 E4M3 weights (one word) times 4 bf16 x values (two words).
-__device__ __forceinline__ float dotWord(unsigned w, const unsigned *x,
-                                         float acc) {
-  const float2 a = e4m3x2(w & 0xFFFF), b = e4m3x2(w >> 16);
-  acc = fmaf(a.x, __uint_as_float(x[0] << 16), acc);
-  acc = fmaf(a.y, __uint_as_float(x[0] & 0xFFFF0000u), acc);
-  acc = fmaf(b.x, __uint_as_float(x[1] << 16), acc);
-  return fmaf(b.y, __uint_as_float(x[1] & 0xFFFF0000u), acc);
-}
-__device__ __forceinline__ float dotPiece(uint2 wv, const unsigned *xw,
-                                          float acc) {
-  return dotWord(wv.y, xw + 2, dotWord(wv.x, xw, acc));
-}
 
 __device__ __forceinline__ unsigned smemAddr(const void *p) {
   return unsigned(__cvta_generic_to_shared(p));
@@ -122,6 +98,23 @@ __device__ __forceinline__ void epilogue(float v, float *scratch, float *red,
   }
 }
 
+// The leader's threads 0..127 after the cluster barrier: the head's sums
+// in rank order, then the epilogue (else the sums stored as they are).
+template <bool Epi>
+__device__ __forceinline__ void
+finishHead(float (&partial)[kS][kHead], float *red, const float *gamma,
+           const float2 *rope, __nv_bfloat16 *q, uint8_t *cache, int head,
+           int qHeads) {
+  float v = 0;
+#pragma unroll
+  for (int i = 0; i < kS; ++i)
+    v += partial[i][threadIdx.x];
+  if (!Epi)
+    q[size_t(head) * kHead + threadIdx.x] = __float2bfloat16(v);
+  else
+    epilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
+}
+
 // msac's committed shape: 4 warps, a warp per row, 8-byte pieces, Rows rows'
 // loads issued together (the register kernel).
 template <int Rows, bool Epi>
@@ -157,34 +150,15 @@ __global__ void __launch_bounds__(128, 6)
       for (int j = 0; j < kSteps; ++j)
         a[i][j] = __ldcs(reinterpret_cast<const uint2 *>(
             base + size_t(r0 + i * W) * kK + j * 256));
-#pragma unroll
-    for (int i = 0; i < Rows; ++i) {
-      sum[i] = 0;
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j)
-        sum[i] = dotPiece(a[i][j], xw[j], sum[i]);
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1)
-#pragma unroll
-      for (int i = 0; i < Rows; ++i)
-        sum[i] += __shfl_xor_sync(~0u, sum[i], o);
+    warpRowSums(a, xw, sum);
     if (lane == 0)
 #pragma unroll
       for (int i = 0; i < Rows; ++i)
         leader[rank * kHead + r0 + i * W] = sum[i];
   }
   cluster.sync();
-  if (rank != 0 || threadIdx.x >= kHead)
-    return;
-  float v = 0;
-#pragma unroll
-  for (int i = 0; i < kS; ++i)
-    v += partial[i][threadIdx.x];
-  if (!Epi)
-    q[size_t(head) * kHead + threadIdx.x] = __float2bfloat16(v);
-  else
-    epilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
+  if (rank == 0 && threadIdx.x < kHead)
+    finishHead<Epi>(partial, red, gamma, rope, q, cache, head, qHeads);
 }
 
 // The ring kernel: 4 consumer warps and one producer warp. The CTA's 128
@@ -286,41 +260,15 @@ __global__ void __launch_bounds__(Producer ? 160 : 128, 1)
       if (warp == 0)
         issue(i + Stages);
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      sum[r] = 0;
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j)
-        sum[r] = dotPiece(a[r][j], xw[j], sum[r]);
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        sum[r] += __shfl_xor_sync(~0u, sum[r], o);
+    warpRowSums(a, xw, sum);
     if (lane == 0)
 #pragma unroll
       for (int r = 0; r < R; ++r)
         leader[rank * kHead + i * Rows + r * W + warp] = sum[r];
   }
   cluster.sync();
-  if (rank != 0 || threadIdx.x >= kHead)
-    return;
-  float v = 0;
-#pragma unroll
-  for (int i = 0; i < kS; ++i)
-    v += partial[i][threadIdx.x];
-  if (!Epi)
-    q[size_t(head) * kHead + threadIdx.x] = __float2bfloat16(v);
-  else
-    epilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
-}
-
-double e4m3Host(uint8_t b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  const double mag =
-      e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
-  return (b & 0x80) ? -mag : mag;
+  if (rank == 0 && threadIdx.x < kHead)
+    finishHead<Epi>(partial, red, gamma, rope, q, cache, head, qHeads);
 }
 
 // A short kernel standing in for the RMSNorm before the prologue: it
@@ -455,18 +403,7 @@ int main() {
         CK(cudaStreamSynchronize(st));
         std::vector<__nv_bfloat16> hq(size_t(heads) * kHead);
         CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
-        double worst = 0;
-        for (size_t r = 0; r < hq.size(); ++r) {
-          double ref = 0, mag = 0;
-          for (int c = 0; c < kK; ++c) {
-            const double p =
-                e4m3Host(host[r * kK + c]) * double(__bfloat162float(hx[c]));
-            ref += p, mag += std::fabs(p);
-          }
-          worst =
-              std::max(worst, std::fabs(double(__bfloat162float(hq[r])) - ref) /
-                                  (mag + 1e-30));
-        }
+        const double worst = worstRowError(host, hx, hq, kK);
         std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
                     worst);
       }

@@ -15,50 +15,16 @@
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o cluster_prologue bench/cluster_prologue.cu
 //   ./cluster_prologue
-#include "probe_common.cuh"
+#include "prologue_probe.cuh"
 
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
-#include <cmath>
 #include <type_traits>
 
 namespace cg = cooperative_groups;
 
 constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
 constexpr int kHead = 128; // rows (features) per head
-
-__device__ __forceinline__ float2 e4m3x2(unsigned short v) {
-  unsigned h;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(v));
-  return __half22float2(*reinterpret_cast<__half2 *>(&h));
-}
-
-// acc plus 4 E4M3 weights (one word) times 4 bf16 x values (two words of
-// pairs), in FP32 FMAs.
-__device__ __forceinline__ float dotWord(unsigned w, const unsigned *x,
-                                         float acc) {
-  const float2 a = e4m3x2(w & 0xFFFF), b = e4m3x2(w >> 16);
-  acc = fmaf(a.x, __uint_as_float(x[0] << 16), acc);
-  acc = fmaf(a.y, __uint_as_float(x[0] & 0xFFFF0000u), acc);
-  acc = fmaf(b.x, __uint_as_float(x[1] << 16), acc);
-  return fmaf(b.y, __uint_as_float(x[1] & 0xFFFF0000u), acc);
-}
-
-// acc plus one 16-byte (uint4) or 8-byte (uint2) piece of E4M3 weights
-// times as many bf16 x values (xw: words of pairs).
-__device__ __forceinline__ float dotPiece(uint4 wv, const unsigned *xw,
-                                          float acc) {
-  acc = dotWord(wv.x, xw, acc);
-  acc = dotWord(wv.y, xw + 2, acc);
-  acc = dotWord(wv.z, xw + 4, acc);
-  return dotWord(wv.w, xw + 6, acc);
-}
-__device__ __forceinline__ float dotPiece(uint2 wv, const unsigned *xw,
-                                          float acc) {
-  return dotWord(wv.y, xw + 2, dotWord(wv.x, xw, acc));
-}
 
 // One cluster of S CTAs of W warps per head. Rank r reads channels
 // [r K / S, (r + 1) K / S) of the head's 128 rows: a warp per row, P-byte
@@ -100,18 +66,7 @@ __global__ void __launch_bounds__(W * 32, MinCtas)
       for (int j = 0; j < kSteps; ++j)
         a[i][j] = __ldcs(reinterpret_cast<const Piece *>(
             base + size_t(r0 + i * W) * kK + j * kStep));
-#pragma unroll
-    for (int i = 0; i < Rows; ++i) {
-      sum[i] = 0;
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j)
-        sum[i] = dotPiece(a[i][j], xw[j], sum[i]);
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1)
-#pragma unroll
-      for (int i = 0; i < Rows; ++i)
-        sum[i] += __shfl_xor_sync(~0u, sum[i], o);
+    warpRowSums(a, xw, sum);
     if (lane == 0)
 #pragma unroll
       for (int i = 0; i < Rows; ++i)
@@ -153,13 +108,6 @@ __global__ void __launch_bounds__(W * 32, MinCtas)
     __nv_fp8_e4m3 e(v);
     cache[size_t(head - qHeads) * kHead + f] = *reinterpret_cast<uint8_t *>(&e);
   }
-}
-
-double e4m3Host(uint8_t b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  const double mag =
-      e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
-  return (b & 0x80) ? -mag : mag;
 }
 
 int main() {
@@ -261,18 +209,7 @@ int main() {
         CK(cudaStreamSynchronize(st));
         std::vector<__nv_bfloat16> hq(size_t(heads) * kHead);
         CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
-        double worst = 0;
-        for (size_t r = 0; r < hq.size(); ++r) {
-          double ref = 0, mag = 0;
-          for (int c = 0; c < kK; ++c) {
-            const double p =
-                e4m3Host(host[r * kK + c]) * double(__bfloat162float(hx[c]));
-            ref += p, mag += std::fabs(p);
-          }
-          worst =
-              std::max(worst, std::fabs(double(__bfloat162float(hq[r])) - ref) /
-                                  (mag + 1e-30));
-        }
+        const double worst = worstRowError(host, hx, hq, kK);
         std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
                     worst);
       }

@@ -1,6 +1,7 @@
 // Shared pieces of the GPU measurement probes (read_floor.cu,
-// row_pattern.cu, cluster_prologue.cu): error checks, the streaming read
-// kernel they compare against, deterministic bytes, and the timing of a
+// row_pattern.cu, cluster_prologue.cu, bulk_prologue.cu): error checks,
+// the streaming read kernel they compare against, deterministic bytes,
+// and the timing of a
 // launch as msac-run's --graph-range times a range (copies of it captured
 // in one CUDA graph, median over replays of the time per copy). Probes for
 // docs/perf.md, not part of msac, whose kernels the compiler generates.

@@ -1,0 +1,95 @@
+// Shared pieces of the prologue probes (cluster_prologue.cu,
+// bulk_prologue.cu): the E4M3 x bf16 products as msac's rowsDot computes
+// them (FP32 FMAs), a warp's row sums, and the host check of the sums.
+// Probes for docs/perf.md, not part of msac, whose kernels the compiler
+// generates.
+#ifndef MSAC_BENCH_PROLOGUE_PROBE_CUH
+#define MSAC_BENCH_PROLOGUE_PROBE_CUH
+
+#include "probe_common.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+/// Two E4M3 values (one 16-bit word) as FP32, exactly.
+__device__ __forceinline__ float2 e4m3x2(unsigned short v) {
+  unsigned h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(v));
+  return __half22float2(*reinterpret_cast<__half2 *>(&h));
+}
+
+/// acc plus 4 E4M3 weights (one word) times 4 bf16 x values (two words of
+/// pairs), in FP32 FMAs.
+__device__ __forceinline__ float dotWord(unsigned w, const unsigned *x,
+                                         float acc) {
+  const float2 a = e4m3x2(w & 0xFFFF), b = e4m3x2(w >> 16);
+  acc = fmaf(a.x, __uint_as_float(x[0] << 16), acc);
+  acc = fmaf(a.y, __uint_as_float(x[0] & 0xFFFF0000u), acc);
+  acc = fmaf(b.x, __uint_as_float(x[1] << 16), acc);
+  return fmaf(b.y, __uint_as_float(x[1] & 0xFFFF0000u), acc);
+}
+
+/// acc plus one 16-byte (uint4) or 8-byte (uint2) piece of E4M3 weights
+/// times as many bf16 x values (xw: words of pairs).
+__device__ __forceinline__ float dotPiece(uint4 wv, const unsigned *xw,
+                                          float acc) {
+  acc = dotWord(wv.x, xw, acc);
+  acc = dotWord(wv.y, xw + 2, acc);
+  acc = dotWord(wv.z, xw + 4, acc);
+  return dotWord(wv.w, xw + 6, acc);
+}
+__device__ __forceinline__ float dotPiece(uint2 wv, const unsigned *xw,
+                                          float acc) {
+  return dotWord(wv.y, xw + 2, dotWord(wv.x, xw, acc));
+}
+
+/// The warp's sums of Rows rows, Steps pieces each (a[i][j]: the lane's
+/// piece j of row i; xw[j]: its x words), over the warp's lanes: every
+/// lane gets them.
+template <int Rows, int Steps, typename Piece, int Words>
+__device__ __forceinline__ void warpRowSums(const Piece (&a)[Rows][Steps],
+                                            const unsigned (&xw)[Steps][Words],
+                                            float (&sum)[Rows]) {
+#pragma unroll
+  for (int i = 0; i < Rows; ++i) {
+    sum[i] = 0;
+#pragma unroll
+    for (int j = 0; j < Steps; ++j)
+      sum[i] = dotPiece(a[i][j], xw[j], sum[i]);
+  }
+#pragma unroll
+  for (int o = 16; o; o >>= 1)
+#pragma unroll
+    for (int i = 0; i < Rows; ++i)
+      sum[i] += __shfl_xor_sync(~0u, sum[i], o);
+}
+
+/// An E4M3 byte's value on the host.
+inline double e4m3Host(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const double mag =
+      e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+/// The largest |q[r] - sum_c w[r, c] x[c]| / sum_c |w[r, c] x[c]| over the
+/// rows of q (bf16 sums as the probes store them; w: E4M3 rows of k bytes).
+inline double worstRowError(const std::vector<uint8_t> &w,
+                            const std::vector<__nv_bfloat16> &x,
+                            const std::vector<__nv_bfloat16> &q, int k) {
+  double worst = 0;
+  for (size_t r = 0; r < q.size(); ++r) {
+    double ref = 0, mag = 0;
+    for (int c = 0; c < k; ++c) {
+      const double p = e4m3Host(w[r * k + c]) * double(__bfloat162float(x[c]));
+      ref += p, mag += std::fabs(p);
+    }
+    worst = std::max(worst, std::fabs(double(__bfloat162float(q[r])) - ref) /
+                                (mag + 1e-30));
+  }
+  return worst;
+}
+
+#endif // MSAC_BENCH_PROLOGUE_PROBE_CUH
