@@ -7804,7 +7804,10 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
       for (int64_t r = 0; r < perWarp; ++r)
         rowSum(rows[r], raw[r]);
     } else {
-      // Round 0 from the early loads (--gpu-prologue-cluster-early-round).
+      // Round 0 from the early loads (--gpu-prologue-cluster-early-round),
+      // with the prefetch its loop step would have issued.
+      if (earlyRound && ahead > 0)
+        prefetchRound(k.c(ahead));
       for (int64_t i = 0; i < static_cast<int64_t>(rows0.size()); ++i)
         rowSum(rows0[i], raw0[i]);
       auto loop = scf::ForOp::create(k.b, k.loc, k.c(earlyRound ? 1 : 0),
