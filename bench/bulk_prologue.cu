@@ -98,6 +98,19 @@ __device__ __forceinline__ void epilogue(float v, float *scratch, float *red,
   }
 }
 
+// The lane's 8 bf16 x values per 256-channel step of CTA rank's slice (4
+// words of pairs each), as its 8-byte weight pieces take them.
+__device__ __forceinline__ void laneX(const __nv_bfloat16 *x, int rank,
+                                      int lane, unsigned (&xw)[kSteps][4]) {
+  const unsigned *xs =
+      reinterpret_cast<const unsigned *>(x + rank * kSlice + lane * 8);
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      xw[j][e] = xs[j * 128 + e];
+}
+
 // The leader's threads 0..127 after the cluster barrier: the head's sums
 // in rank order, then the epilogue (else the sums stored as they are).
 template <bool Epi>
@@ -131,13 +144,7 @@ __global__ void __launch_bounds__(128, 6)
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   asm volatile("griddepcontrol.wait;" ::: "memory");
   unsigned xw[kSteps][4];
-  const unsigned *xs =
-      reinterpret_cast<const unsigned *>(x + rank * kSlice + lane * 8);
-#pragma unroll
-  for (int j = 0; j < kSteps; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      xw[j][e] = xs[j * 128 + e];
+  laneX(x, rank, lane, xw);
   float *leader = cluster.map_shared_rank(&partial[0][0], 0);
   const uint8_t *base =
       w + (size_t(head) * kHead) * kK + rank * kSlice + lane * 8;
@@ -230,13 +237,7 @@ __global__ void __launch_bounds__(Producer ? 160 : 128, 1)
   // Consumers.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   unsigned xw[kSteps][4];
-  const unsigned *xs =
-      reinterpret_cast<const unsigned *>(x + rank * kSlice + lane * 8);
-#pragma unroll
-  for (int j = 0; j < kSteps; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      xw[j][e] = xs[j * 128 + e];
+  laneX(x, rank, lane, xw);
   float *leader = cluster.map_shared_rank(&partial[0][0], 0);
   for (int i = 0; i < kNum; ++i) {
     const int slot = i % Stages;
@@ -285,26 +286,15 @@ __global__ void normStandIn(unsigned ns) {
 int main() {
   const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
-  const size_t bytes = size_t(kMaxHeads) * kHead * kK;
-  const std::vector<uint8_t> host = lcgBytes(bytes, 7, 0x77); // |v| < 2
-  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
-  std::vector<__nv_bfloat16> hx(kK);
-  for (int i = 0; i < kK; ++i)
-    hx[i] = __float2bfloat16(float((i * 37) % 101) / 101.0f - 0.5f);
-  __nv_bfloat16 *x, *q;
-  float *gamma;
-  float2 *rope;
-  uint8_t *cache;
-  unsigned *out;
-  CK(cudaMalloc(&x, kK * 2));
-  CK(cudaMemcpy(x, hx.data(), kK * 2, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&q, kMaxHeads * kHead * 2));
-  CK(cudaMalloc(&gamma, kHead * 4));
-  CK(cudaMemset(gamma, 0, kHead * 4));
-  CK(cudaMalloc(&rope, 32 * 8));
-  CK(cudaMemset(rope, 0, 32 * 8));
-  CK(cudaMalloc(&cache, kMaxHeads * kHead));
-  CK(cudaMalloc(&out, 64));
+  const ProbeBuffers pb = probeBuffers(kMaxHeads, kHead, kK, kCopies);
+  const std::vector<uint8_t> &host = pb.host;
+  const std::vector<uint8_t *> &w = pb.w;
+  const std::vector<__nv_bfloat16> &hx = pb.hx;
+  __nv_bfloat16 *x = pb.x, *q = pb.q;
+  float *gamma = pb.gamma;
+  float2 *rope = pb.rope;
+  uint8_t *cache = pb.cache;
+  unsigned *out = pb.out;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   using Fn = void (*)(const uint8_t *, const __nv_bfloat16 *, const float *,

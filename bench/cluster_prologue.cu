@@ -113,27 +113,15 @@ __global__ void __launch_bounds__(W * 32, MinCtas)
 int main() {
   const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
-  const size_t bytes = size_t(kMaxHeads) * kHead * kK;
-  // Finite E4M3 values, |v| < 2.
-  const std::vector<uint8_t> host = lcgBytes(bytes, 7, 0x77);
-  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
-  std::vector<__nv_bfloat16> hx(kK);
-  for (int i = 0; i < kK; ++i)
-    hx[i] = __float2bfloat16(float((i * 37) % 101) / 101.0f - 0.5f);
-  __nv_bfloat16 *x, *q;
-  float *gamma;
-  float2 *rope;
-  uint8_t *cache;
-  unsigned *out;
-  CK(cudaMalloc(&x, kK * 2));
-  CK(cudaMemcpy(x, hx.data(), kK * 2, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&q, kMaxHeads * kHead * 2));
-  CK(cudaMalloc(&gamma, kHead * 4));
-  CK(cudaMemset(gamma, 0, kHead * 4));
-  CK(cudaMalloc(&rope, 32 * 8));
-  CK(cudaMemset(rope, 0, 32 * 8));
-  CK(cudaMalloc(&cache, kMaxHeads * kHead));
-  CK(cudaMalloc(&out, 64));
+  const ProbeBuffers pb = probeBuffers(kMaxHeads, kHead, kK, kCopies);
+  const std::vector<uint8_t> &host = pb.host;
+  const std::vector<uint8_t *> &w = pb.w;
+  const std::vector<__nv_bfloat16> &hx = pb.hx;
+  __nv_bfloat16 *x = pb.x, *q = pb.q;
+  float *gamma = pb.gamma;
+  float2 *rope = pb.rope;
+  uint8_t *cache = pb.cache;
+  unsigned *out = pb.out;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   auto timeIt = [&](const char *name, int heads, auto launch) {

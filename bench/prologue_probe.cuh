@@ -92,4 +92,38 @@ inline double worstRowError(const std::vector<uint8_t> &w,
   return worst;
 }
 
+/// The prologue probes' buffers: `maxHeads` heads of `rows` E4M3 weight
+/// rows of k bytes (finite values, |v| < 2; the host's bytes and `copies`
+/// device copies), the bf16 input row x (host and device), q for the bf16
+/// results (maxHeads x rows), the epilogue's norm weights and RoPE pairs
+/// (zeros), the cache bytes and an output word.
+struct ProbeBuffers {
+  std::vector<uint8_t> host;
+  std::vector<uint8_t *> w;
+  std::vector<__nv_bfloat16> hx;
+  __nv_bfloat16 *x, *q;
+  float *gamma;
+  float2 *rope;
+  uint8_t *cache;
+  unsigned *out;
+};
+inline ProbeBuffers probeBuffers(int maxHeads, int rows, int k, int copies) {
+  ProbeBuffers b;
+  b.host = lcgBytes(size_t(maxHeads) * rows * k, 7, 0x77);
+  b.w = deviceCopies(b.host, copies);
+  b.hx.resize(k);
+  for (int i = 0; i < k; ++i)
+    b.hx[i] = __float2bfloat16(float((i * 37) % 101) / 101.0f - 0.5f);
+  CK(cudaMalloc(&b.x, k * 2));
+  CK(cudaMemcpy(b.x, b.hx.data(), k * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&b.q, size_t(maxHeads) * rows * 2));
+  CK(cudaMalloc(&b.gamma, rows * 4));
+  CK(cudaMemset(b.gamma, 0, rows * 4));
+  CK(cudaMalloc(&b.rope, 32 * 8));
+  CK(cudaMemset(b.rope, 0, 32 * 8));
+  CK(cudaMalloc(&b.cache, size_t(maxHeads) * rows));
+  CK(cudaMalloc(&b.out, 64));
+  return b;
+}
+
 #endif // MSAC_BENCH_PROLOGUE_PROBE_CUH
