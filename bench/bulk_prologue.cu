@@ -287,14 +287,6 @@ int main() {
   const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
   const ProbeBuffers pb = probeBuffers(kMaxHeads, kHead, kK, kCopies);
-  const std::vector<uint8_t> &host = pb.host;
-  const std::vector<uint8_t *> &w = pb.w;
-  const std::vector<__nv_bfloat16> &hx = pb.hx;
-  __nv_bfloat16 *x = pb.x, *q = pb.q;
-  float *gamma = pb.gamma;
-  float2 *rope = pb.rope;
-  uint8_t *cache = pb.cache;
-  unsigned *out = pb.out;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   using Fn = void (*)(const uint8_t *, const __nv_bfloat16 *, const float *,
@@ -345,8 +337,8 @@ int main() {
     report("stream, 16-byte pieces, 2 CTAs x 512",
            timeInGraph(st, kGraphCopies, 40, [&](int i) {
              streamKernel<<<2 * sms, 512, 0, st>>>(
-                 reinterpret_cast<const uint4 *>(w[i % kCopies]),
-                 size_t(heads) * kHead * kK / 16, out);
+                 reinterpret_cast<const uint4 *>(pb.w[i % kCopies]),
+                 size_t(heads) * kHead * kK / 16, pb.out);
            }));
     for (const Variant &v : variants) {
       cudaFuncAttributes attr;
@@ -375,9 +367,10 @@ int main() {
                     v.name, attr.numRegs,
                     int((attr.sharedSizeBytes + v.dynSmem) / 1024), clusters);
       auto launch = [&](int i) {
-        CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)w[i % kCopies],
-                              (const __nv_bfloat16 *)x, (const float *)gamma,
-                              (const float2 *)rope, q, cache, qHeads));
+        CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)pb.w[i % kCopies],
+                              (const __nv_bfloat16 *)pb.x,
+                              (const float *)pb.gamma, (const float2 *)pb.rope,
+                              pb.q, pb.cache, qHeads));
       };
       report(label, timeInGraph(st, kGraphCopies, 40, launch));
       // After a 3 us stand-in for the RMSNorm (a programmatic dependent):
@@ -391,9 +384,7 @@ int main() {
         // The sums against the host's (copy 0 of the weights).
         launch(0);
         CK(cudaStreamSynchronize(st));
-        std::vector<__nv_bfloat16> hq(size_t(heads) * kHead);
-        CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
-        const double worst = worstRowError(host, hx, hq, kK);
+        const double worst = pb.worstError(heads * kHead);
         std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
                     worst);
       }

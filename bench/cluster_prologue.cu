@@ -114,14 +114,6 @@ int main() {
   const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20, kMaxHeads = 77;
   const ProbeBuffers pb = probeBuffers(kMaxHeads, kHead, kK, kCopies);
-  const std::vector<uint8_t> &host = pb.host;
-  const std::vector<uint8_t *> &w = pb.w;
-  const std::vector<__nv_bfloat16> &hx = pb.hx;
-  __nv_bfloat16 *x = pb.x, *q = pb.q;
-  float *gamma = pb.gamma;
-  float2 *rope = pb.rope;
-  uint8_t *cache = pb.cache;
-  unsigned *out = pb.out;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   auto timeIt = [&](const char *name, int heads, auto launch) {
@@ -157,8 +149,8 @@ int main() {
     const int qHeads = 64;
     timeIt("stream, 16-byte pieces, 2 CTAs x 512", heads, [&](int i) {
       streamKernel<<<2 * sms, 512, 0, st>>>(
-          reinterpret_cast<const uint4 *>(w[i % kCopies]),
-          size_t(heads) * kHead * kK / 16, out);
+          reinterpret_cast<const uint4 *>(pb.w[i % kCopies]),
+          size_t(heads) * kHead * kK / 16, pb.out);
     });
     for (const Variant &v : variants) {
       int regs = 0;
@@ -186,18 +178,17 @@ int main() {
       std::snprintf(label, sizeof label, "%s (%d regs, %d clusters)", v.name,
                     regs, clusters);
       auto launch = [&](int i) {
-        CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)w[i % kCopies],
-                              (const __nv_bfloat16 *)x, (const float *)gamma,
-                              (const float2 *)rope, q, cache, qHeads));
+        CK(cudaLaunchKernelEx(&cfg, v.fn, (const uint8_t *)pb.w[i % kCopies],
+                              (const __nv_bfloat16 *)pb.x,
+                              (const float *)pb.gamma, (const float2 *)pb.rope,
+                              pb.q, pb.cache, qHeads));
       };
       timeIt(label, heads, launch);
       if (v.fn == variants[0].fn || v.fn == variants[11].fn) {
         // The sums against the host's (copy 0 of the weights).
         launch(0);
         CK(cudaStreamSynchronize(st));
-        std::vector<__nv_bfloat16> hq(size_t(heads) * kHead);
-        CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
-        const double worst = worstRowError(host, hx, hq, kK);
+        const double worst = pb.worstError(heads * kHead);
         std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
                     worst);
       }

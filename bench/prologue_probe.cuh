@@ -106,6 +106,14 @@ struct ProbeBuffers {
   float2 *rope;
   uint8_t *cache;
   unsigned *out;
+
+  /// worstRowError of the first `rows` bf16 results in q against copy 0
+  /// of the weights (call after the kernel has finished).
+  double worstError(int rows) const {
+    std::vector<__nv_bfloat16> hq(rows);
+    CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
+    return worstRowError(host, hx, hq, int(hx.size()));
+  }
 };
 inline ProbeBuffers probeBuffers(int maxHeads, int rows, int k, int copies) {
   ProbeBuffers b;
