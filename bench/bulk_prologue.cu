@@ -27,9 +27,9 @@
 
 namespace cg = cooperative_groups;
 
-constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
-constexpr int kHead = 128; // rows (features) per head
-constexpr int kS = 8;      // CTAs per cluster (head)
+constexpr int kK = 6144;          // M3's hidden size: bytes per E4M3 weight row
+constexpr int kHead = kProbeHead; // rows (features) per head
+constexpr int kS = 8;             // CTAs per cluster (head)
 constexpr int kSlice = kK / kS, kSteps = kSlice / 256;
 
 __device__ __forceinline__ unsigned smemAddr(const void *p) {
@@ -66,38 +66,6 @@ __device__ __forceinline__ void bulkCopy(void *dst, const void *src,
                : "memory");
 }
 
-// The leader's epilogue on the head's 128 sums (threads 0..127 of the
-// leader): RMSNorm over the head (Gemma weight 1 + g), NeoX RoPE on
-// channels 0..63, a bf16 store (query heads) or an E4M3 store (cache).
-__device__ __forceinline__ void epilogue(float v, float *scratch, float *red,
-                                         const float *gamma, const float2 *rope,
-                                         __nv_bfloat16 *q, uint8_t *cache,
-                                         int head, int qHeads) {
-  const int f = threadIdx.x, lane = f & 31, warp = f / 32;
-  float ss = v * v;
-#pragma unroll
-  for (int o = 16; o; o >>= 1)
-    ss += __shfl_xor_sync(~0u, ss, o);
-  if (lane == 0)
-    red[warp] = ss;
-  asm volatile("bar.sync 1, 128;");
-  ss = red[0] + red[1] + red[2] + red[3];
-  v *= rsqrtf(ss / kHead + 1e-6f) * (1.0f + gamma[f]);
-  scratch[f] = v;
-  asm volatile("bar.sync 1, 128;");
-  if (f < 64) {
-    const float2 cs = rope[f & 31];
-    const float o = scratch[f ^ 32];
-    v = f < 32 ? v * cs.x - o * cs.y : v * cs.x + o * cs.y;
-  }
-  if (head < qHeads) {
-    q[size_t(head) * kHead + f] = __float2bfloat16(v);
-  } else {
-    __nv_fp8_e4m3 e(v);
-    cache[size_t(head - qHeads) * kHead + f] = *reinterpret_cast<uint8_t *>(&e);
-  }
-}
-
 // The lane's 8 bf16 x values per 256-channel step of CTA rank's slice (4
 // words of pairs each), as its 8-byte weight pieces take them.
 __device__ __forceinline__ void laneX(const __nv_bfloat16 *x, int rank,
@@ -125,7 +93,7 @@ finishHead(float (&partial)[kS][kHead], float *red, const float *gamma,
   if (!Epi)
     q[size_t(head) * kHead + threadIdx.x] = __float2bfloat16(v);
   else
-    epilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
+    headEpilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
 }
 
 // msac's committed shape: 4 warps, a warp per row, 8-byte pieces, Rows rows'

@@ -23,8 +23,8 @@
 
 namespace cg = cooperative_groups;
 
-constexpr int kK = 6144;   // M3's hidden size: bytes per E4M3 weight row
-constexpr int kHead = 128; // rows (features) per head
+constexpr int kK = 6144;          // M3's hidden size: bytes per E4M3 weight row
+constexpr int kHead = kProbeHead; // rows (features) per head
 
 // One cluster of S CTAs of W warps per head. Rank r reads channels
 // [r K / S, (r + 1) K / S) of the head's 128 rows: a warp per row, P-byte
@@ -84,30 +84,7 @@ __global__ void __launch_bounds__(W * 32, MinCtas)
     q[size_t(head) * kHead + f] = __float2bfloat16(v);
     return;
   }
-  // RMSNorm over the head's 128 features (4 warps), Gemma weight (1 + g).
-  float ss = v * v;
-#pragma unroll
-  for (int o = 16; o; o >>= 1)
-    ss += __shfl_xor_sync(~0u, ss, o);
-  if (lane == 0)
-    red[warp] = ss;
-  asm volatile("bar.sync 1, 128;");
-  ss = red[0] + red[1] + red[2] + red[3];
-  v *= rsqrtf(ss / kHead + 1e-6f) * (1.0f + gamma[f]);
-  // NeoX RoPE on channels 0..63: pairs (f, f + 32).
-  partial[0][f] = v;
-  asm volatile("bar.sync 1, 128;");
-  if (f < 64) {
-    const float2 cs = rope[f & 31];
-    const float o = partial[0][f ^ 32];
-    v = f < 32 ? v * cs.x - o * cs.y : v * cs.x + o * cs.y;
-  }
-  if (head < qHeads) {
-    q[size_t(head) * kHead + f] = __float2bfloat16(v);
-  } else {
-    __nv_fp8_e4m3 e(v);
-    cache[size_t(head - qHeads) * kHead + f] = *reinterpret_cast<uint8_t *>(&e);
-  }
+  headEpilogue(v, &partial[0][0], red, gamma, rope, q, cache, head, qHeads);
 }
 
 int main() {

@@ -10,6 +10,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 
@@ -64,6 +65,44 @@ __device__ __forceinline__ void warpRowSums(const Piece (&a)[Rows][Steps],
 #pragma unroll
     for (int i = 0; i < Rows; ++i)
       sum[i] += __shfl_xor_sync(~0u, sum[i], o);
+}
+
+/// Rows (features) per head in the prologue probes.
+constexpr int kProbeHead = 128;
+
+// The epilogue of a head's 128 sums (v: thread f's, threads 0..127 of
+// the leader CTA; scratch: 128 floats of shared memory, red: 4): RMSNorm over
+// the head (Gemma weight 1 + g), NeoX RoPE on channels 0..63, a bf16 store
+// (query heads) or an E4M3 store (cache).
+__device__ __forceinline__ void headEpilogue(float v, float *scratch,
+                                             float *red, const float *gamma,
+                                             const float2 *rope,
+                                             __nv_bfloat16 *q, uint8_t *cache,
+                                             int head, int qHeads) {
+  const int f = threadIdx.x, lane = f & 31, warp = f / 32;
+  float ss = v * v;
+#pragma unroll
+  for (int o = 16; o; o >>= 1)
+    ss += __shfl_xor_sync(~0u, ss, o);
+  if (lane == 0)
+    red[warp] = ss;
+  asm volatile("bar.sync 1, 128;");
+  ss = red[0] + red[1] + red[2] + red[3];
+  v *= rsqrtf(ss / kProbeHead + 1e-6f) * (1.0f + gamma[f]);
+  scratch[f] = v;
+  asm volatile("bar.sync 1, 128;");
+  if (f < 64) {
+    const float2 cs = rope[f & 31];
+    const float o = scratch[f ^ 32];
+    v = f < 32 ? v * cs.x - o * cs.y : v * cs.x + o * cs.y;
+  }
+  if (head < qHeads) {
+    q[size_t(head) * kProbeHead + f] = __float2bfloat16(v);
+  } else {
+    __nv_fp8_e4m3 e(v);
+    cache[size_t(head - qHeads) * kProbeHead + f] =
+        *reinterpret_cast<uint8_t *>(&e);
+  }
 }
 
 /// An E4M3 byte's value on the host.
