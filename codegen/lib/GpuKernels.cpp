@@ -52,11 +52,11 @@ template <typename T> struct TuningOpt : llvm::cl::opt<T> {
 };
 
 static TuningOpt<bool> gridWaitClobber(
-    "gpu-grid-wait-clobber", false,
+    "gpu-grid-wait-clobber", true,
     "griddepcontrol.wait as inline PTX with a memory clobber (as "
     "CUDA's cudaGridDependencySynchronize), so that no compiler pass "
     "moves a memory access across it (LLVM declares the intrinsic "
-    "IntrNoMem; testing)");
+    "IntrNoMem; false: the intrinsic, for comparison)");
 
 constexpr int64_t kWarp = 32;
 /// Split-KV chunks: steps of many tokens split a sparse row's K blocks into
@@ -241,8 +241,12 @@ public:
   /// `griddepcontrol.wait`: until the previous kernel of the stream has
   /// finished and its writes are visible (returns at once when the launch
   /// was not programmatic).
-  void gridDependencyWait() {
-    if (gridWaitClobber) {
+  /// With `clobber` (or --gpu-grid-wait-clobber) as inline PTX with a
+  /// memory clobber, so that no pass moves a load across it: a kernel that
+  /// issues loads before it (weights, which the previous kernel does not
+  /// write) must keep them there.
+  void gridDependencyWait(bool clobber = false) {
+    if (clobber || gridWaitClobber) {
       LLVM::InlineAsmOp::create(
           k.b, k.loc, TypeRange(), ValueRange(), "griddepcontrol.wait;",
           "~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
@@ -7914,6 +7918,15 @@ static TuningOpt<bool> prologueClusterPairRows(
     "of its f16 input interleaved in shared memory, so that one ld.shared.v4 "
     "is one mma A operand (no register copies; 32 lane bytes; tuning)");
 
+static TuningOpt<bool> prologueClusterMmaEarly(
+    "gpu-prologue-cluster-mma-early", true,
+    "The prologue's tensor-core cluster kernel (2-16 tokens) issues its "
+    "first chunk group's weight loads (into registers) before it waits for "
+    "the RMSNorm before it, as the weights do not depend on it (the wait "
+    "then carries a memory clobber; on an H100 M3's RMSNorm and dense "
+    "prologue took 26.8-29.2 us against 28.0-31.1; docs/perf.md, "
+    "forty-second session; tuning)");
+
 static TuningOpt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", 1,
     "Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
@@ -8011,10 +8024,13 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
 /// scale. Token t's sums go to CTA t mod N (distributed shared memory,
 /// slot [r][t / N]); after the cluster barrier warp t / N of that CTA adds
 /// the N slots in rank order and runs prologueRowEpilogue: up to 16
-/// epilogues in parallel over the cluster. On the H200 (docs/perf.md,
-/// thirtieth session) M3's prologue at 2-16 tokens took 18.9-20.2 us
-/// (dense layer) and 21.8-22.9 us (MSA layer) in a CUDA graph, against
-/// 21.3-23.5 and 22.8-24.9 for parts 0 and 1.
+/// epilogues in parallel over the cluster. With
+/// --gpu-prologue-cluster-mma-early (default) the kernel's steps issue
+/// chunk group 0's weight loads before griddepcontrol.wait, so that they
+/// overlap the RMSNorm before it. On the H200 (docs/perf.md, thirtieth
+/// session) M3's prologue at 2-16 tokens took 18.9-20.2 us (dense layer)
+/// and 21.8-22.9 us (MSA layer) in a CUDA graph, against 21.3-23.5 and
+/// 22.8-24.9 for parts 0 and 1.
 void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   KB &k = g.k;
   const int64_t n = prologueClusterSize, slice = s.hidden / n;
@@ -8080,139 +8096,36 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   const int64_t prefetch = std::min<int64_t>(prologueClusterPrefetch, chunks);
   for (int64_t a = 0; a * u < prefetch; ++a)
     prefetchGroup(k.c(a));
-  // As prologueClusterKernel: the RMSNorm first, in every step.
-  g.gridDependencyWait();
+  // As prologueClusterKernel: the RMSNorm first, in every step; with
+  // --gpu-prologue-cluster-mma-early the kernel's own steps first issue
+  // chunk group 0's weight loads, which do not depend on it.
+  const bool earlyGroup = prologueClusterMmaEarly;
+  if (!earlyGroup)
+    g.gridDependencyWait();
   Value launched =
       g.andI(k.icmp(CmpI::sge, T, k.c(2)),
              k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
-  k.ifThen(launched, [&] {
-    NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
-    Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
-    std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
-    const WeightRef &w = head.first;
-    Value first = head.second;
-    Value scale = g.packedTail(w, first);
-    Value c0 = k.imul(rank, k.c(slice));
-    // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
-    // fill, group i + N in the loop's step i.
-    const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, groups);
-    for (int64_t a = 0; a < ahead; ++a)
-      prefetchGroup(k.c(a));
-    // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
-    // f16RowShift of the slice's largest magnitude, so that any finite
-    // bf16 value converts without overflow), into xs; 2^-s_t into downs.
-    // Warp w takes rows w, w + warps, ..., each lane 16-byte pieces lane,
-    // lane + 32, ...; its loads are all issued first (rows T..15 are
-    // zeros, not loaded), then the warp's maximum per row, the conversion
-    // and the stores.
-    const int64_t pieces = slice / 8, perLane = pieces / kWarp;
-    const int64_t rowsPerWarp = kClusterMmaTokens / g.warps;
-    SmallVector<SmallVector<Value>> raws(rowsPerWarp);
-    auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
-    auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
-    for (int64_t j = 0; j < rowsPerWarp; ++j) {
-      Value t = rowOf(j);
-      for (int64_t p = 0; p < perLane; ++p)
-        raws[j].push_back(g.ifElse(
-            k.icmp(CmpI::ult, t, T), {v4i32},
-            [&]() -> SmallVector<Value> {
-              Value src = k.iadd(k.imul(t, k.c(s.hidden)),
-                                 k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
-              return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
-                                           k.gep(b.in, src, k.i16), 16)};
-            },
-            [&]() -> SmallVector<Value> {
-              return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
-            })[0]);
-    }
-    // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
-    // those of row t + 8 (the warp's row j + 8 / warps), and both go out
-    // as pair row t's units (clusterMmaPairUnit).
-    SmallVector<SmallVector<Value>> conv(rowsPerWarp);
-    for (int64_t j = 0; j < rowsPerWarp; ++j) {
-      Value t = rowOf(j);
-      Value m = g.ci32(0);
-      for (Value raw : raws[j])
-        for (int64_t e = 0; e < 4; ++e)
-          m = bf16PairMaxBits(
-              g, LLVM::ExtractElementOp::create(k.b, k.loc, raw, g.ci32(e)), m);
-      for (int64_t off = kWarp / 2; off >= 1; off /= 2)
-        m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
-      Value up, down;
-      std::tie(up, down) = f16RowScales(g, m);
-      k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(downs, t, down, k.f32); });
-      for (int64_t p = 0; p < perLane && pairRows; ++p)
-        for (int64_t e = 0; e < 4; ++e)
-          conv[j].push_back(bf16WordToF16(
-              g,
-              LLVM::ExtractElementOp::create(k.b, k.loc, raws[j][p], g.ci32(e)),
-              up));
-      for (int64_t p = 0; p < perLane && !pairRows; ++p) {
-        Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
-        for (int64_t e = 0; e < 4; ++e)
-          out = LLVM::InsertElementOp::create(
-              k.b, k.loc, out,
-              bf16WordToF16(g,
-                            LLVM::ExtractElementOp::create(
-                                k.b, k.loc, raws[j][p], g.ci32(e)),
-                            up),
-              g.ci32(e));
-        LLVM::StoreOp::create(
-            k.b, k.loc, out,
-            k.gep(xs,
-                  k.iadd(k.imul(t, k.c(rowWords)), k.imul(pieceOf(p), k.c(4))),
-                  k.i32),
-            16);
-      }
-    }
-    for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j) {
-      const int64_t jj = j + 8 / g.warps;
-      for (int64_t p = 0; p < perLane; ++p)
-        for (int64_t h = 0; h < 2; ++h) {
-          // Unit 2 piece + h: words 4 piece + 2 h and + 1 of rows t, t + 8.
-          Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
-          const Value words[4] = {
-              conv[j][4 * p + 2 * h], conv[jj][4 * p + 2 * h],
-              conv[j][4 * p + 2 * h + 1], conv[jj][4 * p + 2 * h + 1]};
-          for (int64_t e = 0; e < 4; ++e)
-            out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[e],
-                                                g.ci32(e));
-          Value unit = k.iadd(k.imul(pieceOf(p), k.c(2)), k.c(h));
-          Value at = k.iadd(unit, k.idiv(unit, k.c(8)));
-          LLVM::StoreOp::create(k.b, k.loc, out,
-                                k.gep(xs,
-                                      k.iadd(k.imul(rowOf(j), k.c(pairWords)),
-                                             k.imul(at, k.c(4))),
-                                      k.i32),
-                                16);
-        }
-    }
-    g.sync();
-    Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
-    // The lane's weight bytes and its token row q at chunk 0 (the other
-    // tiles' rows and token row q + 8 at constant offsets).
-    Value wRow = weightRow();
-    Value wAt =
-        k.gep(w.base,
-              k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
-                                   k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
-              k.b.getI8Type());
-    Value xAt =
-        pairRows ? k.gep(xs,
-                         k.iadd(k.imul(quad, k.c(pairWords)),
-                                k.imul(inQuad, k.c(4 * clusterMmaPairUnit(8)))),
-                         k.i32)
-                 : k.gep(xs,
-                         k.iadd(k.imul(quad, k.c(rowWords)),
-                                k.imul(inQuad, k.c(laneBytes / 2))),
-                         k.i32);
-    SmallVector<Value> init(4 * tiles, k.cf(0));
-    SmallVector<Value> acc = k.reduceN(
-        k.c(0), k.c(groups), init,
-        [&](Value it, ValueRange a) -> SmallVector<Value> {
-          if (ahead > 0)
-            prefetchGroup(k.iadd(it, k.c(ahead)));
-          // The group's weight loads first, all in flight together.
+  auto body =
+      [&] {
+        NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+        Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
+        std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
+        const WeightRef &w = head.first;
+        Value first = head.second;
+        Value scale = g.packedTail(w, first);
+        Value c0 = k.imul(rank, k.c(slice));
+        Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
+        // The lane's weight bytes at chunk 0 (the other tiles' rows at
+        // constant offsets).
+        Value wRow = weightRow();
+        Value wAt = k.gep(
+            w.base,
+            k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
+                                 k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
+            k.b.getI8Type());
+        // Chunk group `it`'s weight loads, all in flight together: per chunk,
+        // tiles x laneBytes / 16 words of 16 bytes.
+        auto loadGroup = [&](Value it) {
           SmallVector<SmallVector<Value>> raw(u);
           for (int64_t c = 0; c < u; ++c) {
             Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
@@ -8225,6 +8138,133 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                           k.b.getI8Type()),
                     16));
           }
+          return raw;
+        };
+        SmallVector<SmallVector<Value>> raw0;
+        if (earlyGroup) {
+          raw0 = loadGroup(k.c(0));
+          g.gridDependencyWait(/*clobber=*/true);
+        }
+        // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
+        // fill, group i + N in the loop's step i.
+        const int64_t ahead =
+            std::clamp<int64_t>(prologueClusterAhead, 0, groups);
+        for (int64_t a = 0; a < ahead; ++a)
+          prefetchGroup(k.c(a));
+        // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
+        // f16RowShift of the slice's largest magnitude, so that any finite
+        // bf16 value converts without overflow), into xs; 2^-s_t into downs.
+        // Warp w takes rows w, w + warps, ..., each lane 16-byte pieces lane,
+        // lane + 32, ...; its loads are all issued first (rows T..15 are
+        // zeros, not loaded), then the warp's maximum per row, the conversion
+        // and the stores.
+        const int64_t pieces = slice / 8, perLane = pieces / kWarp;
+        const int64_t rowsPerWarp = kClusterMmaTokens / g.warps;
+        SmallVector<SmallVector<Value>> raws(rowsPerWarp);
+        auto rowOf = [&](int64_t j) {
+          return k.iadd(g.warp, k.c(j * g.warps));
+        };
+        auto pieceOf = [&](int64_t p) {
+          return k.iadd(g.lane, k.c(p * kWarp));
+        };
+        for (int64_t j = 0; j < rowsPerWarp; ++j) {
+          Value t = rowOf(j);
+          for (int64_t p = 0; p < perLane; ++p)
+            raws[j].push_back(g.ifElse(
+                k.icmp(CmpI::ult, t, T), {v4i32},
+                [&]() -> SmallVector<Value> {
+                  Value src = k.iadd(k.imul(t, k.c(s.hidden)),
+                                     k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
+                  return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                               k.gep(b.in, src, k.i16), 16)};
+                },
+                [&]() -> SmallVector<Value> {
+                  return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
+                })[0]);
+        }
+        // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
+        // those of row t + 8 (the warp's row j + 8 / warps), and both go out
+        // as pair row t's units (clusterMmaPairUnit).
+        SmallVector<SmallVector<Value>> conv(rowsPerWarp);
+        for (int64_t j = 0; j < rowsPerWarp; ++j) {
+          Value t = rowOf(j);
+          Value m = g.ci32(0);
+          for (Value raw : raws[j])
+            for (int64_t e = 0; e < 4; ++e)
+              m = bf16PairMaxBits(
+                  g, LLVM::ExtractElementOp::create(k.b, k.loc, raw, g.ci32(e)),
+                  m);
+          for (int64_t off = kWarp / 2; off >= 1; off /= 2)
+            m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
+          Value up, down;
+          std::tie(up, down) = f16RowScales(g, m);
+          k.ifThen(g.eq(g.lane, k.c(0)),
+                   [&] { k.storeF(downs, t, down, k.f32); });
+          for (int64_t p = 0; p < perLane && pairRows; ++p)
+            for (int64_t e = 0; e < 4; ++e)
+              conv[j].push_back(
+                  bf16WordToF16(g,
+                                LLVM::ExtractElementOp::create(
+                                    k.b, k.loc, raws[j][p], g.ci32(e)),
+                                up));
+          for (int64_t p = 0; p < perLane && !pairRows; ++p) {
+            Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+            for (int64_t e = 0; e < 4; ++e)
+              out = LLVM::InsertElementOp::create(
+                  k.b, k.loc, out,
+                  bf16WordToF16(g,
+                                LLVM::ExtractElementOp::create(
+                                    k.b, k.loc, raws[j][p], g.ci32(e)),
+                                up),
+                  g.ci32(e));
+            LLVM::StoreOp::create(k.b, k.loc, out,
+                                  k.gep(xs,
+                                        k.iadd(k.imul(t, k.c(rowWords)),
+                                               k.imul(pieceOf(p), k.c(4))),
+                                        k.i32),
+                                  16);
+          }
+        }
+        for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j) {
+          const int64_t jj = j + 8 / g.warps;
+          for (int64_t p = 0; p < perLane; ++p)
+            for (int64_t h = 0; h < 2; ++h) {
+              // Unit 2 piece + h: words 4 piece + 2 h and + 1 of rows t, t + 8.
+              Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+              const Value words[4] = {
+                  conv[j][4 * p + 2 * h], conv[jj][4 * p + 2 * h],
+                  conv[j][4 * p + 2 * h + 1], conv[jj][4 * p + 2 * h + 1]};
+              for (int64_t e = 0; e < 4; ++e)
+                out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[e],
+                                                    g.ci32(e));
+              Value unit = k.iadd(k.imul(pieceOf(p), k.c(2)), k.c(h));
+              Value at = k.iadd(unit, k.idiv(unit, k.c(8)));
+              LLVM::StoreOp::create(
+                  k.b, k.loc, out,
+                  k.gep(xs,
+                        k.iadd(k.imul(rowOf(j), k.c(pairWords)),
+                               k.imul(at, k.c(4))),
+                        k.i32),
+                  16);
+            }
+        }
+        g.sync();
+        // The lane's token row q at chunk 0 (token row q + 8 at a constant
+        // offset).
+        Value xAt =
+            pairRows
+                ? k.gep(xs,
+                        k.iadd(k.imul(quad, k.c(pairWords)),
+                               k.imul(inQuad, k.c(4 * clusterMmaPairUnit(8)))),
+                        k.i32)
+                : k.gep(xs,
+                        k.iadd(k.imul(quad, k.c(rowWords)),
+                               k.imul(inQuad, k.c(laneBytes / 2))),
+                        k.i32);
+        // Chunk group `it`'s products from its raw weight words into the
+        // accumulators.
+        auto mmaGroup = [&](Value it, ArrayRef<SmallVector<Value>> raw,
+                            ValueRange a) -> SmallVector<Value> {
           SmallVector<Value> next(a.begin(), a.end());
           for (int64_t c = 0; c < u; ++c) {
             Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
@@ -8277,64 +8317,96 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             }
           }
           return next;
-        });
-    // Every CTA of the cluster has started (its shared memory exists).
-    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
-    // Lane (q, i) holds tokens q (acc 0, 1) and q + 8 (acc 2, 3) of rows
-    // 8 nt + 2 i and + 1 of each tile: to slot [rank][t / N] of CTA t mod N.
-    auto v2f32 = VectorType::get({2}, k.f32);
-    for (int64_t h = 0; h < 2; ++h) {
-      Value t = k.iadd(quad, k.c(8 * h));
-      k.ifThen(k.icmp(CmpI::ult, t, T), [&] {
-        Value owner =
-            arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(t, k.c(n)));
-        // The per-tensor scale and the row's 2^-s_t.
-        Value factor = k.mul(scale, k.loadF(downs, t, k.f32));
-        Value base = NVVM::MapaOp::create(k.b, k.loc, clusterPtr, recv, owner);
-        Value slot = k.imul(k.iadd(k.imul(rank, k.c(local)), k.idiv(t, k.c(n))),
-                            k.c(kTileN));
-        for (int64_t nt = 0; nt < tiles; ++nt) {
-          Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
-                             k.iadd(k.c(8 * nt), k.imul(inQuad, k.c(2))));
-          Value v = LLVM::UndefOp::create(k.b, k.loc, v2f32);
-          for (int64_t e = 0; e < 2; ++e)
-            v = LLVM::InsertElementOp::create(
-                k.b, k.loc, v, k.mul(acc[4 * nt + 2 * h + e], factor),
-                g.ci32(e));
-          Value at =
-              LLVM::GEPOp::create(k.b, k.loc, clusterPtr, k.f32, base,
-                                  ValueRange{arith::IndexCastOp::create(
-                                      k.b, k.loc, k.i64, k.iadd(slot, row))});
-          LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
+        };
+        SmallVector<Value> acc(4 * tiles, k.cf(0));
+        if (earlyGroup) {
+          // Group 0 from the early loads, with the prefetch its loop step
+          // would have issued.
+          if (ahead > 0)
+            prefetchGroup(k.c(ahead));
+          acc = mmaGroup(k.c(0), raw0, acc);
         }
-      });
-    }
-    NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
-    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
-    Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
-    Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
-    k.ifThen(
-        g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, T)),
-        [&] {
-          prologueByKind(g, s, gh, [&](int kind, Value head) {
-            prologueRowEpilogue(g, s, b, kind, head, t, gh, T, [&] {
-              SmallVector<Value> v;
-              for (int64_t e = 0; e < 4; ++e) {
-                Value c = k.iadd(
-                    k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
-                    k.c(e));
-                Value total = k.loadF(sums, c, k.f32);
-                for (int64_t r = 1; r < n; ++r)
-                  total = k.add(
-                      total,
-                      k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)), k.f32));
-                v.push_back(total);
-              }
-              return v;
-            });
+        acc = k.reduceN(k.c(earlyGroup ? 1 : 0), k.c(groups), acc,
+                        [&](Value it, ValueRange a) -> SmallVector<Value> {
+                          if (ahead > 0)
+                            prefetchGroup(k.iadd(it, k.c(ahead)));
+                          return mmaGroup(it, loadGroup(it), a);
+                        });
+        // Every CTA of the cluster has started (its shared memory exists).
+        NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+        // Lane (q, i) holds tokens q (acc 0, 1) and q + 8 (acc 2, 3) of rows
+        // 8 nt + 2 i and + 1 of each tile: to slot [rank][t / N] of CTA t mod
+        // N.
+        auto v2f32 = VectorType::get({2}, k.f32);
+        for (int64_t h = 0; h < 2; ++h) {
+          Value t = k.iadd(quad, k.c(8 * h));
+          k.ifThen(k.icmp(CmpI::ult, t, T), [&] {
+            Value owner = arith::IndexCastOp::create(k.b, k.loc, k.i32,
+                                                     k.irem(t, k.c(n)));
+            // The per-tensor scale and the row's 2^-s_t.
+            Value factor = k.mul(scale, k.loadF(downs, t, k.f32));
+            Value base =
+                NVVM::MapaOp::create(k.b, k.loc, clusterPtr, recv, owner);
+            Value slot =
+                k.imul(k.iadd(k.imul(rank, k.c(local)), k.idiv(t, k.c(n))),
+                       k.c(kTileN));
+            for (int64_t nt = 0; nt < tiles; ++nt) {
+              Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
+                                 k.iadd(k.c(8 * nt), k.imul(inQuad, k.c(2))));
+              Value v = LLVM::UndefOp::create(k.b, k.loc, v2f32);
+              for (int64_t e = 0; e < 2; ++e)
+                v = LLVM::InsertElementOp::create(
+                    k.b, k.loc, v, k.mul(acc[4 * nt + 2 * h + e], factor),
+                    g.ci32(e));
+              Value at = LLVM::GEPOp::create(
+                  k.b, k.loc, clusterPtr, k.f32, base,
+                  ValueRange{arith::IndexCastOp::create(k.b, k.loc, k.i64,
+                                                        k.iadd(slot, row))});
+              LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
+            }
           });
-        });
-  });
+        }
+        NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
+        NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+        Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
+        Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
+        k.ifThen(g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)),
+                        k.icmp(CmpI::ult, t, T)),
+                 [&] {
+                   prologueByKind(g, s, gh, [&](int kind, Value head) {
+                     prologueRowEpilogue(g, s, b, kind, head, t, gh, T, [&] {
+                       SmallVector<Value> v;
+                       for (int64_t e = 0; e < 4; ++e) {
+                         Value c = k.iadd(k.iadd(k.imul(g.warp, k.c(kTileN)),
+                                                 k.imul(g.lane, k.c(4))),
+                                          k.c(e));
+                         Value total = k.loadF(sums, c, k.f32);
+                         for (int64_t r = 1; r < n; ++r)
+                           total = k.add(
+                               total,
+                               k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)),
+                                       k.f32));
+                         v.push_back(total);
+                       }
+                       return v;
+                     });
+                   });
+                 });
+      };
+  if (!earlyGroup) {
+    k.ifThen(launched, body);
+    return;
+  }
+  g.ifElse(
+      launched, {},
+      [&]() -> SmallVector<Value> {
+        body();
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        g.gridDependencyWait();
+        return {};
+      });
 }
 
 bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
