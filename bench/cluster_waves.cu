@@ -14,7 +14,8 @@
 // some count a placement limit. A probe for
 // docs/perf.md (issue 6), not part of msac.
 // Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90a -o cluster_waves bench/cluster_waves.cu && ./cluster_waves
+//   nvcc -O3 -arch=sm_90a -o cluster_waves bench/cluster_waves.cu
+//   ./cluster_waves
 #include "probe_common.cuh"
 
 namespace {
@@ -47,21 +48,31 @@ __global__ void __launch_bounds__(kThreads)
 } // namespace
 
 namespace {
+/// The launch configuration of `clusters` clusters of kCluster CTAs with
+/// `shared` bytes of dynamic shared memory each.
+struct ClusterLaunch {
+  ClusterLaunch(int clusters, int shared) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = shared;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(clusters * kCluster);
+  }
+  ClusterLaunch(const ClusterLaunch &) = delete;
+  cudaLaunchAttribute attr[1] = {};
+  cudaLaunchConfig_t cfg = {};
+};
+
 /// One launch of `clusters` clusters with `shared` bytes per CTA: each
 /// CTA's start time and SM.
 void launch(int clusters, int shared, std::vector<uint64_t> &t,
             std::vector<unsigned> &sms, uint64_t *start, unsigned *sm) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kCluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = shared;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cfg.gridDim = dim3(clusters * kCluster);
+  ClusterLaunch config(clusters, shared);
+  const cudaLaunchConfig_t &cfg = config.cfg;
   CK(cudaLaunchKernelEx(&cfg, holdKernel, start, sm, uint64_t(20000)));
   CK(cudaDeviceSynchronize());
   t.resize(clusters * kCluster);
@@ -77,7 +88,8 @@ int findRoot(std::vector<int> &parent, int a) {
     a = parent[a] = parent[parent[a]];
   return a;
 }
-/// Each CTA reads its `perCta16` 16-byte pieces, 8 per thread in flight (128 bytes, as part 3's 32 registers of weights).
+/// Each CTA reads its `perCta16` 16-byte pieces, 8 per thread in flight
+/// (128 bytes, as part 3's 32 registers of weights).
 __global__ void __launch_bounds__(kThreads)
     streamCtaKernel(const uint4 *w, size_t perCta16, unsigned *out) {
   extern __shared__ unsigned char pad[];
@@ -103,25 +115,16 @@ int main() {
   CK(cudaGetDeviceProperties(&prop, 0));
   const int numSMs = prop.multiProcessorCount;
   std::printf("card: %s, %d SMs\n", prop.name, numSMs);
-  CK(cudaFuncSetAttribute(holdKernel,
-                          cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  CK(cudaFuncSetAttribute(
+      holdKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   const int most = 100;
   uint64_t *start;
   unsigned *sm;
   CK(cudaMalloc(&start, most * kCluster * sizeof(uint64_t)));
   CK(cudaMalloc(&sm, most * kCluster * sizeof(unsigned)));
   for (int shared : {kShared, kShared6}) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = shared;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(kCluster);
+    ClusterLaunch one(1, shared);
+    const cudaLaunchConfig_t &cfg = one.cfg;
     int maxClusters = 0;
     CK(cudaOccupancyMaxActiveClusters(&maxClusters, holdKernel, &cfg));
     std::printf("cudaOccupancyMaxActiveClusters: %d (8 CTAs of %d threads, "
@@ -200,8 +203,8 @@ int main() {
         std::printf("\n");
       }
     }
-  CK(cudaFuncSetAttribute(streamCtaKernel,
-                          cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  CK(cudaFuncSetAttribute(
+      streamCtaKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   const size_t perCta16 = 128 * 768 / 16;
   uint4 *w;
   CK(cudaMalloc(&w, most * kCluster * perCta16 * sizeof(uint4)));
@@ -211,22 +214,13 @@ int main() {
   CK(cudaEventCreate(&e1));
   for (int shared : {kShared, kShared6})
     for (int clusters : {64, 68, 72, 74, 76, 77, 80, 84, 88}) {
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = kCluster;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cudaLaunchConfig_t cfg = {};
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = shared;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      cfg.gridDim = dim3(clusters * kCluster);
+      ClusterLaunch config(clusters, shared);
+      const cudaLaunchConfig_t &cfg = config.cfg;
       std::vector<float> us;
       for (int rep = 0; rep < 25; ++rep) {
         CK(cudaEventRecord(e0));
-        CK(cudaLaunchKernelEx(&cfg, streamCtaKernel, (const uint4 *)w,
-                              perCta16, sm));
+        CK(cudaLaunchKernelEx(&cfg, streamCtaKernel, (const uint4 *)w, perCta16,
+                              sm));
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         float ms;
@@ -240,8 +234,7 @@ int main() {
                   "(%.1f MB): %.2f us (%.2f TB/s), single launches, median "
                   "of 20\n",
                   int(perCta16 * 16 / 1024), shared == kShared ? 5 : 6,
-                  clusters, mb, us[us.size() / 2],
-                  mb / us[us.size() / 2]);
+                  clusters, mb, us[us.size() / 2], mb / us[us.size() / 2]);
     }
   return 0;
 }

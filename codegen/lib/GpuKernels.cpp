@@ -7563,6 +7563,30 @@ bool prologueClustered(const PrologueShape &s, const PackedOperands *packed) {
   return true;
 }
 
+/// A cluster kernel's work for the steps it serves (`launched`): `body`
+/// where it holds. With `waitsInside` (a body that waits for the previous
+/// kernel itself, after issuing loads that do not depend on it) the
+/// threads of other steps wait in the else branch, so that the kernel
+/// never finishes before the previous one; otherwise the kernel waited
+/// before.
+static void stepOrWait(GK &g, Value launched, llvm::function_ref<void()> body,
+                       bool waitsInside) {
+  if (!waitsInside) {
+    g.k.ifThen(launched, body);
+    return;
+  }
+  g.ifElse(
+      launched, {},
+      [&]() -> SmallVector<Value> {
+        body();
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        g.gridDependencyWait();
+        return {};
+      });
+}
+
 /// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
 /// read in place; part 2, launched at T = 1 only, where parts 0, 1 and 3
 /// are not):
@@ -7876,21 +7900,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
       });
     });
   };
-  Value one = k.icmp(CmpI::eq, T, k.c(1));
-  if (!waitInside) {
-    k.ifThen(one, body);
-    return;
-  }
-  g.ifElse(
-      one, {},
-      [&]() -> SmallVector<Value> {
-        body();
-        return {};
-      },
-      [&]() -> SmallVector<Value> {
-        g.gridDependencyWait();
-        return {};
-      });
+  stepOrWait(g, k.icmp(CmpI::eq, T, k.c(1)), body, waitInside);
 }
 
 /// CTAs per multiprocessor the tensor-core cluster kernel's registers are
@@ -8418,20 +8428,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                    });
                  });
       };
-  if (!earlyGroup) {
-    k.ifThen(launched, body);
-    return;
-  }
-  g.ifElse(
-      launched, {},
-      [&]() -> SmallVector<Value> {
-        body();
-        return {};
-      },
-      [&]() -> SmallVector<Value> {
-        g.gridDependencyWait();
-        return {};
-      });
+  stepOrWait(g, launched, body, earlyGroup);
 }
 
 bool moeRouterFits(msa::MoERouterOp op, int64_t threads) {
