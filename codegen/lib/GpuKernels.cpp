@@ -8137,297 +8137,281 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   Value launched =
       g.andI(k.icmp(CmpI::sge, T, k.c(2)),
              k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
-  auto body =
-      [&] {
-        NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
-        Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
-        std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
-        const WeightRef &w = head.first;
-        Value first = head.second;
-        Value scale = g.packedTail(w, first);
-        Value c0 = k.imul(rank, k.c(slice));
-        Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
-        // The lane's weight bytes at chunk 0 (the other tiles' rows at
-        // constant offsets).
-        Value wRow = weightRow();
-        Value wAt = k.gep(
-            w.base,
-            k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
-                                 k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
-            k.b.getI8Type());
-        // Chunk group `it`'s weight loads, all in flight together: per chunk,
-        // tiles x laneBytes / 16 words of 16 bytes.
-        auto loadGroup = [&](Value it) {
-          SmallVector<SmallVector<Value>> raw(u);
-          for (int64_t c = 0; c < u; ++c) {
-            Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
-                               k.c(clusterMmaChunk()));
-            for (int64_t nt = 0; nt < tiles; ++nt)
-              for (int64_t v = 0; v < laneBytes / 16; ++v)
-                raw[c].push_back(LLVM::LoadOp::create(
-                    k.b, k.loc, v4i32,
-                    k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
-                          k.b.getI8Type()),
-                    16));
-          }
-          return raw;
-        };
-        SmallVector<SmallVector<Value>> raw0;
-        if (earlyGroup) {
-          raw0 = loadGroup(k.c(0));
-          g.gridDependencyWait(/*clobber=*/true);
-        }
-        // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
-        // fill, group i + N in the loop's step i.
-        const int64_t ahead =
-            std::clamp<int64_t>(prologueClusterAhead, 0, groups);
-        for (int64_t a = 0; a < ahead; ++a)
-          prefetchGroup(k.c(a));
-        // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
-        // f16RowShift of the slice's largest magnitude, so that any finite
-        // bf16 value converts without overflow), into xs; 2^-s_t into downs.
-        // Warp w takes rows w, w + warps, ..., each lane 16-byte pieces lane,
-        // lane + 32, ...; its loads are all issued first (rows T..15 are
-        // zeros, not loaded), then the warp's maximum per row, the conversion
-        // and the stores.
-        const int64_t pieces = slice / 8, perLane = pieces / kWarp;
-        const int64_t rowsPerWarp = kClusterMmaTokens / g.warps;
-        SmallVector<SmallVector<Value>> raws(rowsPerWarp);
-        auto rowOf = [&](int64_t j) {
-          return k.iadd(g.warp, k.c(j * g.warps));
-        };
-        auto pieceOf = [&](int64_t p) {
-          return k.iadd(g.lane, k.c(p * kWarp));
-        };
-        for (int64_t j = 0; j < rowsPerWarp; ++j) {
-          Value t = rowOf(j);
-          for (int64_t p = 0; p < perLane; ++p)
-            raws[j].push_back(g.ifElse(
-                k.icmp(CmpI::ult, t, T), {v4i32},
-                [&]() -> SmallVector<Value> {
-                  Value src = k.iadd(k.imul(t, k.c(s.hidden)),
-                                     k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
-                  return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
-                                               k.gep(b.in, src, k.i16), 16)};
-                },
-                [&]() -> SmallVector<Value> {
-                  return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
-                })[0]);
-        }
-        // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
-        // those of row t + 8 (the warp's row j + 8 / warps), and both go out
-        // as pair row t's units (clusterMmaPairUnit).
-        SmallVector<SmallVector<Value>> conv(rowsPerWarp);
-        for (int64_t j = 0; j < rowsPerWarp; ++j) {
-          Value t = rowOf(j);
-          Value m = g.ci32(0);
-          for (Value raw : raws[j])
-            for (int64_t e = 0; e < 4; ++e)
-              m = bf16PairMaxBits(
-                  g, LLVM::ExtractElementOp::create(k.b, k.loc, raw, g.ci32(e)),
-                  m);
-          for (int64_t off = kWarp / 2; off >= 1; off /= 2)
-            m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
-          Value up, down;
-          std::tie(up, down) = f16RowScales(g, m);
-          k.ifThen(g.eq(g.lane, k.c(0)),
-                   [&] { k.storeF(downs, t, down, k.f32); });
-          for (int64_t p = 0; p < perLane && pairRows; ++p)
-            for (int64_t e = 0; e < 4; ++e)
-              conv[j].push_back(
-                  bf16WordToF16(g,
-                                LLVM::ExtractElementOp::create(
-                                    k.b, k.loc, raws[j][p], g.ci32(e)),
-                                up));
-          for (int64_t p = 0; p < perLane && !pairRows; ++p) {
-            Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
-            for (int64_t e = 0; e < 4; ++e)
-              out = LLVM::InsertElementOp::create(
-                  k.b, k.loc, out,
-                  bf16WordToF16(g,
-                                LLVM::ExtractElementOp::create(
-                                    k.b, k.loc, raws[j][p], g.ci32(e)),
-                                up),
-                  g.ci32(e));
-            LLVM::StoreOp::create(k.b, k.loc, out,
-                                  k.gep(xs,
-                                        k.iadd(k.imul(t, k.c(rowWords)),
-                                               k.imul(pieceOf(p), k.c(4))),
-                                        k.i32),
-                                  16);
-          }
-        }
-        for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j) {
-          const int64_t jj = j + 8 / g.warps;
-          for (int64_t p = 0; p < perLane; ++p)
-            for (int64_t h = 0; h < 2; ++h) {
-              // Unit 2 piece + h: words 4 piece + 2 h and + 1 of rows t, t + 8.
-              Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
-              const Value words[4] = {
-                  conv[j][4 * p + 2 * h], conv[jj][4 * p + 2 * h],
-                  conv[j][4 * p + 2 * h + 1], conv[jj][4 * p + 2 * h + 1]};
-              for (int64_t e = 0; e < 4; ++e)
-                out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[e],
-                                                    g.ci32(e));
-              Value unit = k.iadd(k.imul(pieceOf(p), k.c(2)), k.c(h));
-              Value at = k.iadd(unit, k.idiv(unit, k.c(8)));
-              LLVM::StoreOp::create(
-                  k.b, k.loc, out,
-                  k.gep(xs,
-                        k.iadd(k.imul(rowOf(j), k.c(pairWords)),
-                               k.imul(at, k.c(4))),
-                        k.i32),
-                  16);
-            }
-        }
-        g.sync();
-        // The lane's token row q at chunk 0 (token row q + 8 at a constant
-        // offset).
-        Value xAt =
-            pairRows
-                ? k.gep(xs,
-                        k.iadd(k.imul(quad, k.c(pairWords)),
-                               k.imul(inQuad, k.c(4 * clusterMmaPairUnit(8)))),
-                        k.i32)
-                : k.gep(xs,
-                        k.iadd(k.imul(quad, k.c(rowWords)),
-                               k.imul(inQuad, k.c(laneBytes / 2))),
-                        k.i32);
-        // Chunk group `it`'s products from its raw weight words into the
-        // accumulators.
-        auto mmaGroup = [&](Value it, ArrayRef<SmallVector<Value>> raw,
-                            ValueRange a) -> SmallVector<Value> {
-          SmallVector<Value> next(a.begin(), a.end());
-          for (int64_t c = 0; c < u; ++c) {
-            Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
-                               k.c(clusterMmaChunk() / 2));
-            // The lane's words of token rows q (x[0]) and q + 8 (x[1]).
-            SmallVector<Value> x[2];
-            // --gpu-prologue-cluster-pair-rows: unit j of the lane's
-            // segment of the chunk (32 units, padded to 36) is mma j's A.
-            SmallVector<SmallVector<Value>> units;
-            for (int64_t j = 0; pairRows && j < laneBytes / 4; ++j) {
-              Value at = k.iadd(
-                  k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
-                         k.c(4 * clusterMmaPairUnit(clusterMmaChunk() / 4))),
-                  k.c(4 * j));
-              Value vec = LLVM::LoadOp::create(k.b, k.loc, v4i32,
-                                               k.gep(xAt, at, k.i32), 16);
-              units.emplace_back();
-              for (int64_t e = 0; e < 4; ++e)
-                units.back().push_back(
-                    LLVM::ExtractElementOp::create(k.b, k.loc, vec, g.ci32(e)));
-            }
-            for (int64_t h = 0; h < 2 && !pairRows; ++h)
-              for (int64_t v = 0; v < laneBytes / 8; ++v) {
-                Value vec = LLVM::LoadOp::create(
-                    k.b, k.loc, v4i32,
-                    k.gep(xAt, k.iadd(off, k.c(8 * h * rowWords + 4 * v)),
-                          k.i32),
-                    16);
-                for (int64_t e = 0; e < 4; ++e)
-                  x[h].push_back(LLVM::ExtractElementOp::create(k.b, k.loc, vec,
-                                                                g.ci32(e)));
-              }
-            for (int64_t nt = 0; nt < tiles; ++nt) {
-              SmallVector<Value> wf;
-              for (int64_t v = 0; v < laneBytes / 16; ++v)
-                for (Value word :
-                     g.e4m3WordsToF16(raw[c][nt * (laneBytes / 16) + v], 4))
-                  wf.push_back(word);
-              for (int64_t j = 0; j < laneBytes / 4; ++j) {
-                SmallVector<Value> d = g.mma(
-                    pairRows
-                        ? units[j]
-                        : SmallVector<Value>{x[0][2 * j], x[1][2 * j],
-                                             x[0][2 * j + 1], x[1][2 * j + 1]},
-                    {wf[2 * j], wf[2 * j + 1]},
-                    ArrayRef<Value>(next).slice(4 * nt, 4), /*f16=*/true);
-                for (int64_t e = 0; e < 4; ++e)
-                  next[4 * nt + e] = d[e];
-              }
-            }
-          }
-          return next;
-        };
-        SmallVector<Value> acc(4 * tiles, k.cf(0));
-        if (earlyGroup) {
-          // Group 0 from the early loads, with the prefetch its loop step
-          // would have issued.
-          if (ahead > 0)
-            prefetchGroup(k.c(ahead));
-          acc = mmaGroup(k.c(0), raw0, acc);
-        }
-        acc = k.reduceN(k.c(earlyGroup ? 1 : 0), k.c(groups), acc,
-                        [&](Value it, ValueRange a) -> SmallVector<Value> {
-                          if (ahead > 0)
-                            prefetchGroup(k.iadd(it, k.c(ahead)));
-                          return mmaGroup(it, loadGroup(it), a);
-                        });
-        // --gpu-prologue-cluster-reload: the epilogue's pointers, loaded
-        // now (they complete during the cluster barrier).
-        const PrologueBuffers eb = prologueClusterReload ? b.reloaded(g, s) : b;
-        // Every CTA of the cluster has started (its shared memory exists).
-        NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
-        // Lane (q, i) holds tokens q (acc 0, 1) and q + 8 (acc 2, 3) of rows
-        // 8 nt + 2 i and + 1 of each tile: to slot [rank][t / N] of CTA t mod
-        // N.
-        auto v2f32 = VectorType::get({2}, k.f32);
+  auto body = [&] {
+    NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+    Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
+    std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
+    const WeightRef &w = head.first;
+    Value first = head.second;
+    Value scale = g.packedTail(w, first);
+    Value c0 = k.imul(rank, k.c(slice));
+    Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
+    // The lane's weight bytes at chunk 0 (the other tiles' rows at
+    // constant offsets).
+    Value wRow = weightRow();
+    Value wAt =
+        k.gep(w.base,
+              k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
+                                   k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
+              k.b.getI8Type());
+    // Chunk group `it`'s weight loads, all in flight together: per chunk,
+    // tiles x laneBytes / 16 words of 16 bytes.
+    auto loadGroup = [&](Value it) {
+      SmallVector<SmallVector<Value>> raw(u);
+      for (int64_t c = 0; c < u; ++c) {
+        Value off =
+            k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
+        for (int64_t nt = 0; nt < tiles; ++nt)
+          for (int64_t v = 0; v < laneBytes / 16; ++v)
+            raw[c].push_back(LLVM::LoadOp::create(
+                k.b, k.loc, v4i32,
+                k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
+                      k.b.getI8Type()),
+                16));
+      }
+      return raw;
+    };
+    SmallVector<SmallVector<Value>> raw0;
+    if (earlyGroup) {
+      raw0 = loadGroup(k.c(0));
+      g.gridDependencyWait(/*clobber=*/true);
+    }
+    // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
+    // fill, group i + N in the loop's step i.
+    const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, groups);
+    for (int64_t a = 0; a < ahead; ++a)
+      prefetchGroup(k.c(a));
+    // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
+    // f16RowShift of the slice's largest magnitude, so that any finite
+    // bf16 value converts without overflow), into xs; 2^-s_t into downs.
+    // Warp w takes rows w, w + warps, ..., each lane 16-byte pieces lane,
+    // lane + 32, ...; its loads are all issued first (rows T..15 are
+    // zeros, not loaded), then the warp's maximum per row, the conversion
+    // and the stores.
+    const int64_t pieces = slice / 8, perLane = pieces / kWarp;
+    const int64_t rowsPerWarp = kClusterMmaTokens / g.warps;
+    SmallVector<SmallVector<Value>> raws(rowsPerWarp);
+    auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
+    auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+      Value t = rowOf(j);
+      for (int64_t p = 0; p < perLane; ++p)
+        raws[j].push_back(g.ifElse(
+            k.icmp(CmpI::ult, t, T), {v4i32},
+            [&]() -> SmallVector<Value> {
+              Value src = k.iadd(k.imul(t, k.c(s.hidden)),
+                                 k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
+              return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                           k.gep(b.in, src, k.i16), 16)};
+            },
+            [&]() -> SmallVector<Value> {
+              return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
+            })[0]);
+    }
+    // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
+    // those of row t + 8 (the warp's row j + 8 / warps), and both go out
+    // as pair row t's units (clusterMmaPairUnit).
+    SmallVector<SmallVector<Value>> conv(rowsPerWarp);
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+      Value t = rowOf(j);
+      Value m = g.ci32(0);
+      for (Value raw : raws[j])
+        for (int64_t e = 0; e < 4; ++e)
+          m = bf16PairMaxBits(
+              g, LLVM::ExtractElementOp::create(k.b, k.loc, raw, g.ci32(e)), m);
+      for (int64_t off = kWarp / 2; off >= 1; off /= 2)
+        m = arith::MaxUIOp::create(k.b, k.loc, m, g.shflXor(m, off));
+      Value up, down;
+      std::tie(up, down) = f16RowScales(g, m);
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(downs, t, down, k.f32); });
+      for (int64_t p = 0; p < perLane && pairRows; ++p)
+        for (int64_t e = 0; e < 4; ++e)
+          conv[j].push_back(bf16WordToF16(
+              g,
+              LLVM::ExtractElementOp::create(k.b, k.loc, raws[j][p], g.ci32(e)),
+              up));
+      for (int64_t p = 0; p < perLane && !pairRows; ++p) {
+        Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+        for (int64_t e = 0; e < 4; ++e)
+          out = LLVM::InsertElementOp::create(
+              k.b, k.loc, out,
+              bf16WordToF16(g,
+                            LLVM::ExtractElementOp::create(
+                                k.b, k.loc, raws[j][p], g.ci32(e)),
+                            up),
+              g.ci32(e));
+        LLVM::StoreOp::create(
+            k.b, k.loc, out,
+            k.gep(xs,
+                  k.iadd(k.imul(t, k.c(rowWords)), k.imul(pieceOf(p), k.c(4))),
+                  k.i32),
+            16);
+      }
+    }
+    for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j) {
+      const int64_t jj = j + 8 / g.warps;
+      for (int64_t p = 0; p < perLane; ++p)
         for (int64_t h = 0; h < 2; ++h) {
-          Value t = k.iadd(quad, k.c(8 * h));
-          k.ifThen(k.icmp(CmpI::ult, t, T), [&] {
-            Value owner = arith::IndexCastOp::create(k.b, k.loc, k.i32,
-                                                     k.irem(t, k.c(n)));
-            // The per-tensor scale and the row's 2^-s_t.
-            Value factor = k.mul(scale, k.loadF(downs, t, k.f32));
-            Value base =
-                NVVM::MapaOp::create(k.b, k.loc, clusterPtr, recv, owner);
-            Value slot =
-                k.imul(k.iadd(k.imul(rank, k.c(local)), k.idiv(t, k.c(n))),
-                       k.c(kTileN));
-            for (int64_t nt = 0; nt < tiles; ++nt) {
-              Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
-                                 k.iadd(k.c(8 * nt), k.imul(inQuad, k.c(2))));
-              Value v = LLVM::UndefOp::create(k.b, k.loc, v2f32);
-              for (int64_t e = 0; e < 2; ++e)
-                v = LLVM::InsertElementOp::create(
-                    k.b, k.loc, v, k.mul(acc[4 * nt + 2 * h + e], factor),
-                    g.ci32(e));
-              Value at = LLVM::GEPOp::create(
-                  k.b, k.loc, clusterPtr, k.f32, base,
-                  ValueRange{arith::IndexCastOp::create(k.b, k.loc, k.i64,
-                                                        k.iadd(slot, row))});
-              LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
-            }
-          });
+          // Unit 2 piece + h: words 4 piece + 2 h and + 1 of rows t, t + 8.
+          Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+          const Value words[4] = {
+              conv[j][4 * p + 2 * h], conv[jj][4 * p + 2 * h],
+              conv[j][4 * p + 2 * h + 1], conv[jj][4 * p + 2 * h + 1]};
+          for (int64_t e = 0; e < 4; ++e)
+            out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[e],
+                                                g.ci32(e));
+          Value unit = k.iadd(k.imul(pieceOf(p), k.c(2)), k.c(h));
+          Value at = k.iadd(unit, k.idiv(unit, k.c(8)));
+          LLVM::StoreOp::create(k.b, k.loc, out,
+                                k.gep(xs,
+                                      k.iadd(k.imul(rowOf(j), k.c(pairWords)),
+                                             k.imul(at, k.c(4))),
+                                      k.i32),
+                                16);
         }
-        NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
-        NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
-        Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
-        Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
-        k.ifThen(g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)),
-                        k.icmp(CmpI::ult, t, T)),
-                 [&] {
-                   prologueByKind(g, s, gh, [&](int kind, Value head) {
-                     prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
-                       SmallVector<Value> v;
-                       for (int64_t e = 0; e < 4; ++e) {
-                         Value c = k.iadd(k.iadd(k.imul(g.warp, k.c(kTileN)),
-                                                 k.imul(g.lane, k.c(4))),
-                                          k.c(e));
-                         Value total = k.loadF(sums, c, k.f32);
-                         for (int64_t r = 1; r < n; ++r)
-                           total = k.add(
-                               total,
-                               k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)),
-                                       k.f32));
-                         v.push_back(total);
-                       }
-                       return v;
-                     });
-                   });
-                 });
-      };
+    }
+    g.sync();
+    // The lane's token row q at chunk 0 (token row q + 8 at a constant
+    // offset).
+    Value xAt =
+        pairRows ? k.gep(xs,
+                         k.iadd(k.imul(quad, k.c(pairWords)),
+                                k.imul(inQuad, k.c(4 * clusterMmaPairUnit(8)))),
+                         k.i32)
+                 : k.gep(xs,
+                         k.iadd(k.imul(quad, k.c(rowWords)),
+                                k.imul(inQuad, k.c(laneBytes / 2))),
+                         k.i32);
+    // Chunk group `it`'s products from its raw weight words into the
+    // accumulators.
+    auto mmaGroup = [&](Value it, ArrayRef<SmallVector<Value>> raw,
+                        ValueRange a) -> SmallVector<Value> {
+      SmallVector<Value> next(a.begin(), a.end());
+      for (int64_t c = 0; c < u; ++c) {
+        Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
+                           k.c(clusterMmaChunk() / 2));
+        // The lane's words of token rows q (x[0]) and q + 8 (x[1]).
+        SmallVector<Value> x[2];
+        // --gpu-prologue-cluster-pair-rows: unit j of the lane's
+        // segment of the chunk (32 units, padded to 36) is mma j's A.
+        SmallVector<SmallVector<Value>> units;
+        for (int64_t j = 0; pairRows && j < laneBytes / 4; ++j) {
+          Value at =
+              k.iadd(k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
+                            k.c(4 * clusterMmaPairUnit(clusterMmaChunk() / 4))),
+                     k.c(4 * j));
+          Value vec = LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                           k.gep(xAt, at, k.i32), 16);
+          units.emplace_back();
+          for (int64_t e = 0; e < 4; ++e)
+            units.back().push_back(
+                LLVM::ExtractElementOp::create(k.b, k.loc, vec, g.ci32(e)));
+        }
+        for (int64_t h = 0; h < 2 && !pairRows; ++h)
+          for (int64_t v = 0; v < laneBytes / 8; ++v) {
+            Value vec = LLVM::LoadOp::create(
+                k.b, k.loc, v4i32,
+                k.gep(xAt, k.iadd(off, k.c(8 * h * rowWords + 4 * v)), k.i32),
+                16);
+            for (int64_t e = 0; e < 4; ++e)
+              x[h].push_back(
+                  LLVM::ExtractElementOp::create(k.b, k.loc, vec, g.ci32(e)));
+          }
+        for (int64_t nt = 0; nt < tiles; ++nt) {
+          SmallVector<Value> wf;
+          for (int64_t v = 0; v < laneBytes / 16; ++v)
+            for (Value word :
+                 g.e4m3WordsToF16(raw[c][nt * (laneBytes / 16) + v], 4))
+              wf.push_back(word);
+          for (int64_t j = 0; j < laneBytes / 4; ++j) {
+            SmallVector<Value> d = g.mma(
+                pairRows ? units[j]
+                         : SmallVector<Value>{x[0][2 * j], x[1][2 * j],
+                                              x[0][2 * j + 1], x[1][2 * j + 1]},
+                {wf[2 * j], wf[2 * j + 1]},
+                ArrayRef<Value>(next).slice(4 * nt, 4), /*f16=*/true);
+            for (int64_t e = 0; e < 4; ++e)
+              next[4 * nt + e] = d[e];
+          }
+        }
+      }
+      return next;
+    };
+    SmallVector<Value> acc(4 * tiles, k.cf(0));
+    if (earlyGroup) {
+      // Group 0 from the early loads, with the prefetch its loop step
+      // would have issued.
+      if (ahead > 0)
+        prefetchGroup(k.c(ahead));
+      acc = mmaGroup(k.c(0), raw0, acc);
+    }
+    acc = k.reduceN(k.c(earlyGroup ? 1 : 0), k.c(groups), acc,
+                    [&](Value it, ValueRange a) -> SmallVector<Value> {
+                      if (ahead > 0)
+                        prefetchGroup(k.iadd(it, k.c(ahead)));
+                      return mmaGroup(it, loadGroup(it), a);
+                    });
+    // --gpu-prologue-cluster-reload: the epilogue's pointers, loaded
+    // now (they complete during the cluster barrier).
+    const PrologueBuffers eb = prologueClusterReload ? b.reloaded(g, s) : b;
+    // Every CTA of the cluster has started (its shared memory exists).
+    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    // Lane (q, i) holds tokens q (acc 0, 1) and q + 8 (acc 2, 3) of rows
+    // 8 nt + 2 i and + 1 of each tile: to slot [rank][t / N] of CTA t mod
+    // N.
+    auto v2f32 = VectorType::get({2}, k.f32);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value t = k.iadd(quad, k.c(8 * h));
+      k.ifThen(k.icmp(CmpI::ult, t, T), [&] {
+        Value owner =
+            arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(t, k.c(n)));
+        // The per-tensor scale and the row's 2^-s_t.
+        Value factor = k.mul(scale, k.loadF(downs, t, k.f32));
+        Value base = NVVM::MapaOp::create(k.b, k.loc, clusterPtr, recv, owner);
+        Value slot = k.imul(k.iadd(k.imul(rank, k.c(local)), k.idiv(t, k.c(n))),
+                            k.c(kTileN));
+        for (int64_t nt = 0; nt < tiles; ++nt) {
+          Value row = k.iadd(k.imul(g.warp, k.c(8 * tiles)),
+                             k.iadd(k.c(8 * nt), k.imul(inQuad, k.c(2))));
+          Value v = LLVM::UndefOp::create(k.b, k.loc, v2f32);
+          for (int64_t e = 0; e < 2; ++e)
+            v = LLVM::InsertElementOp::create(
+                k.b, k.loc, v, k.mul(acc[4 * nt + 2 * h + e], factor),
+                g.ci32(e));
+          Value at =
+              LLVM::GEPOp::create(k.b, k.loc, clusterPtr, k.f32, base,
+                                  ValueRange{arith::IndexCastOp::create(
+                                      k.b, k.loc, k.i64, k.iadd(slot, row))});
+          LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
+        }
+      });
+    }
+    NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
+    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
+    Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
+    k.ifThen(
+        g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, T)),
+        [&] {
+          prologueByKind(g, s, gh, [&](int kind, Value head) {
+            prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
+              SmallVector<Value> v;
+              for (int64_t e = 0; e < 4; ++e) {
+                Value c = k.iadd(
+                    k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
+                    k.c(e));
+                Value total = k.loadF(sums, c, k.f32);
+                for (int64_t r = 1; r < n; ++r)
+                  total = k.add(
+                      total,
+                      k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)), k.f32));
+                v.push_back(total);
+              }
+              return v;
+            });
+          });
+        });
+  };
   stepOrWait(g, launched, body, earlyGroup);
 }
 
