@@ -163,11 +163,7 @@ int main() {
       timeIt(label, heads, launch);
       if (v.fn == variants[0].fn || v.fn == variants[11].fn) {
         // The sums against the host's (copy 0 of the weights).
-        launch(0);
-        CK(cudaStreamSynchronize(st));
-        const double worst = pb.worstError(heads * kHead);
-        std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
-                    worst);
+        pb.check(launch, st, heads * kHead);
       }
     }
   }

@@ -153,6 +153,15 @@ struct ProbeBuffers {
     CK(cudaMemcpy(hq.data(), q, hq.size() * 2, cudaMemcpyDeviceToHost));
     return worstRowError(host, hx, hq, int(hx.size()));
   }
+  /// Runs `launch(0)` on `stream`, waits for it and prints worstError of
+  /// the first `rows` results (the probes' check line).
+  template <typename Launch>
+  void check(Launch launch, cudaStream_t stream, int rows) const {
+    launch(0);
+    CK(cudaStreamSynchronize(stream));
+    std::printf("  check: worst |sum - host| / sum |products| = %.2e\n",
+                worstError(rows));
+  }
 };
 inline ProbeBuffers probeBuffers(int maxHeads, int rows, int k, int copies) {
   ProbeBuffers b;
