@@ -7959,6 +7959,23 @@ static TuningOpt<bool> prologueClusterReload(
     "took 25.6-27.4 us against 27.2-29.0; docs/perf.md, forty-second "
     "session; tuning)");
 
+static TuningOpt<bool> prologueClusterMmaRolling(
+    "gpu-prologue-cluster-mma-rolling", true,
+    "The prologue's tensor-core cluster kernel (2-16 tokens) loads the next "
+    "chunk group's weights of a tile as soon as it has converted the "
+    "current group's words of that tile (a rolling window of loop-carried "
+    "registers), so that a warp always has a group of loads in flight (on "
+    "the H200 M3's dense prologue took 18.1-19.8 us against 18.4-20.2; "
+    "docs/perf.md, forty-third session; tuning)");
+
+static TuningOpt<bool> prologueClusterMmaAsyncSums(
+    "gpu-prologue-cluster-mma-async-sums", true,
+    "The prologue's tensor-core cluster kernel (2-16 tokens) sends each "
+    "token's sums to the CTA that finishes it with st.async, completing on "
+    "an mbarrier of that CTA which only its epilogue warps wait on, instead "
+    "of stores and a second cluster barrier (on an H100 0.3-0.7 us faster "
+    "at 2-16 tokens; docs/perf.md, forty-third session; tuning)");
+
 static TuningOpt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", 1,
     "Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
@@ -8054,15 +8071,19 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
 /// chunk's channels that A and B share, so the
 /// sums are those of the chunk). FP32 accumulators, times the per-tensor
 /// scale. Token t's sums go to CTA t mod N (distributed shared memory,
-/// slot [r][t / N]); after the cluster barrier warp t / N of that CTA adds
-/// the N slots in rank order and runs prologueRowEpilogue: up to 16
-/// epilogues in parallel over the cluster. With
-/// --gpu-prologue-cluster-mma-early (default) the kernel's steps issue
-/// chunk group 0's weight loads before griddepcontrol.wait, so that they
-/// overlap the RMSNorm before it. On the H200 (docs/perf.md, thirtieth
-/// session) M3's prologue at 2-16 tokens took 18.9-20.2 us (dense layer)
-/// and 21.8-22.9 us (MSA layer) in a CUDA graph, against 21.3-23.5 and
-/// 22.8-24.9 for parts 0 and 1.
+/// slot [r][t / N]; by default st.async completing on that CTA's mbarrier,
+/// --gpu-prologue-cluster-mma-async-sums); once they all have, warp t / N
+/// of that CTA adds the N slots in rank order and runs
+/// prologueRowEpilogue: up to 16 epilogues in parallel over the cluster.
+/// With --gpu-prologue-cluster-mma-early (default) the kernel's steps
+/// issue chunk group 0's weight loads before griddepcontrol.wait, so that
+/// they overlap the RMSNorm before it; with
+/// --gpu-prologue-cluster-mma-rolling (default) each tile's loads of the
+/// next group go out as soon as its words of the current one are
+/// converted. On the H200 (docs/perf.md, forty-third session) M3's
+/// prologue at 2-16 tokens took 18.1-19.8 us (dense layer) and 19.4-21.2
+/// us (MSA layer) in a CUDA graph with the rolling window, against a
+/// stream of the weights of 14.3 / 15.4 us.
 void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   KB &k = g.k;
   const int64_t n = prologueClusterSize, slice = s.hidden / n;
@@ -8137,49 +8158,74 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   Value launched =
       g.andI(k.icmp(CmpI::sge, T, k.c(2)),
              k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
+  Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
+  std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
+  const WeightRef &w = head.first;
+  Value first = head.second;
+  Value scale = g.packedTail(w, first);
+  Value c0 = k.imul(rank, k.c(slice));
+  Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
+  // The lane's weight bytes at chunk 0 (the other tiles' rows at
+  // constant offsets).
+  Value wRow = weightRow();
+  Value wAt =
+      k.gep(w.base,
+            k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
+                                 k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
+            k.b.getI8Type());
+  // Chunk group `it`'s weight loads, all in flight together: per chunk,
+  // tiles x laneBytes / 16 words of 16 bytes.
+  auto loadGroup = [&](Value it) {
+    SmallVector<SmallVector<Value>> raw(u);
+    for (int64_t c = 0; c < u; ++c) {
+      Value off =
+          k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
+      for (int64_t nt = 0; nt < tiles; ++nt)
+        for (int64_t v = 0; v < laneBytes / 16; ++v)
+          raw[c].push_back(LLVM::LoadOp::create(
+              k.b, k.loc, v4i32,
+              k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
+                    k.b.getI8Type()),
+              16));
+    }
+    return raw;
+  };
+  SmallVector<SmallVector<Value>> raw0;
+  // --gpu-prologue-cluster-mma-async-sums: the mbarrier the CTA's
+  // tokens' sums complete (4 bytes per weight row and CTA of the cluster).
+  const bool asyncSums = prologueClusterMmaAsyncSums;
+  Value sumsBar = asyncSums ? g.sharedSpace(k.i64, 1, 8) : Value();
   auto body = [&] {
+    if (asyncSums) {
+      // Initialized before the cluster barrier's arrival, which the
+      // senders wait for; this CTA's tokens' bytes are expected at once
+      // (the transaction count may go below zero if a sender's bytes come
+      // first: the phase needs this arrival too).
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+        NVVM::MBarrierInitOp::create(k.b, k.loc, sumsBar, g.ci32(1), Value());
+        NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+        k.ifThen(k.icmp(CmpI::ult, rank, T), [&] {
+          Value tokens =
+              k.iadd(k.idiv(g.isub(k.iadd(T, k.c(-1)), rank), k.c(n)), k.c(1));
+          Value bytes = arith::IndexCastOp::create(
+              k.b, k.loc, k.i32, k.imul(tokens, k.c(4 * n * kTileN)));
+          NVVM::MBarrierArriveExpectTxOp::create(k.b, k.loc, Type(), sumsBar,
+                                                 bytes, NVVM::MemScopeKind::CTA,
+                                                 /*relaxed=*/false, Value());
+        });
+      });
+    }
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
-    Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
-    std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
-    const WeightRef &w = head.first;
-    Value first = head.second;
-    Value scale = g.packedTail(w, first);
-    Value c0 = k.imul(rank, k.c(slice));
-    Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
-    // The lane's weight bytes at chunk 0 (the other tiles' rows at
-    // constant offsets).
-    Value wRow = weightRow();
-    Value wAt =
-        k.gep(w.base,
-              k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
-                                   k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
-              k.b.getI8Type());
-    // Chunk group `it`'s weight loads, all in flight together: per chunk,
-    // tiles x laneBytes / 16 words of 16 bytes.
-    auto loadGroup = [&](Value it) {
-      SmallVector<SmallVector<Value>> raw(u);
-      for (int64_t c = 0; c < u; ++c) {
-        Value off =
-            k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
-        for (int64_t nt = 0; nt < tiles; ++nt)
-          for (int64_t v = 0; v < laneBytes / 16; ++v)
-            raw[c].push_back(LLVM::LoadOp::create(
-                k.b, k.loc, v4i32,
-                k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
-                      k.b.getI8Type()),
-                16));
-      }
-      return raw;
-    };
-    SmallVector<SmallVector<Value>> raw0;
     if (earlyGroup) {
       raw0 = loadGroup(k.c(0));
       g.gridDependencyWait(/*clobber=*/true);
     }
     // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
-    // fill, group i + N in the loop's step i.
+    // fill, group i + N in the loop's step i (rolling: groups 1..N before
+    // the fill, as group 0 is being loaded, group i + 1 + N in step i).
     const int64_t ahead = std::clamp<int64_t>(prologueClusterAhead, 0, groups);
-    for (int64_t a = 0; a < ahead; ++a)
+    const int64_t firstAhead = prologueClusterMmaRolling ? 1 : 0;
+    for (int64_t a = firstAhead; a < ahead + firstAhead; ++a)
       prefetchGroup(k.c(a));
     // The slice of every token row as f16 pairs, times 2^s_t (rowsToF16's
     // f16RowShift of the slice's largest magnitude, so that any finite
@@ -8208,11 +8254,9 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
               return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
             })[0]);
     }
-    // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
-    // those of row t + 8 (the warp's row j + 8 / warps), and both go out
-    // as pair row t's units (clusterMmaPairUnit).
-    SmallVector<SmallVector<Value>> conv(rowsPerWarp);
-    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+    // Row j's f16 words (perLane x 4, piece-major) times its 2^s_t, whose
+    // 2^-s_t lane 0 stores into downs.
+    auto convertRow = [&](int64_t j) {
       Value t = rowOf(j);
       Value m = g.ci32(0);
       for (Value raw : raws[j])
@@ -8224,39 +8268,24 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       Value up, down;
       std::tie(up, down) = f16RowScales(g, m);
       k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(downs, t, down, k.f32); });
-      for (int64_t p = 0; p < perLane && pairRows; ++p)
+      SmallVector<Value> words;
+      for (int64_t p = 0; p < perLane; ++p)
         for (int64_t e = 0; e < 4; ++e)
-          conv[j].push_back(bf16WordToF16(
+          words.push_back(bf16WordToF16(
               g,
               LLVM::ExtractElementOp::create(k.b, k.loc, raws[j][p], g.ci32(e)),
               up));
-      for (int64_t p = 0; p < perLane && !pairRows; ++p) {
-        Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
-        for (int64_t e = 0; e < 4; ++e)
-          out = LLVM::InsertElementOp::create(
-              k.b, k.loc, out,
-              bf16WordToF16(g,
-                            LLVM::ExtractElementOp::create(
-                                k.b, k.loc, raws[j][p], g.ci32(e)),
-                            up),
-              g.ci32(e));
-        LLVM::StoreOp::create(
-            k.b, k.loc, out,
-            k.gep(xs,
-                  k.iadd(k.imul(t, k.c(rowWords)), k.imul(pieceOf(p), k.c(4))),
-                  k.i32),
-            16);
-      }
-    }
-    for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j) {
-      const int64_t jj = j + 8 / g.warps;
+      return words;
+    };
+    // Pair row j's units (--gpu-prologue-cluster-pair-rows) from the words
+    // of its rows t (`lo`) and t + 8 (`hi`).
+    auto storePairRow = [&](int64_t j, ArrayRef<Value> lo, ArrayRef<Value> hi) {
       for (int64_t p = 0; p < perLane; ++p)
         for (int64_t h = 0; h < 2; ++h) {
           // Unit 2 piece + h: words 4 piece + 2 h and + 1 of rows t, t + 8.
           Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
-          const Value words[4] = {
-              conv[j][4 * p + 2 * h], conv[jj][4 * p + 2 * h],
-              conv[j][4 * p + 2 * h + 1], conv[jj][4 * p + 2 * h + 1]};
+          const Value words[4] = {lo[4 * p + 2 * h], hi[4 * p + 2 * h],
+                                  lo[4 * p + 2 * h + 1], hi[4 * p + 2 * h + 1]};
           for (int64_t e = 0; e < 4; ++e)
             out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[e],
                                                 g.ci32(e));
@@ -8269,7 +8298,33 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                                       k.i32),
                                 16);
         }
+    };
+    // Row j's words as f16 pieces into xs.
+    auto storeRow = [&](int64_t j, ArrayRef<Value> words) {
+      for (int64_t p = 0; p < perLane; ++p) {
+        Value out = LLVM::UndefOp::create(k.b, k.loc, v4i32);
+        for (int64_t e = 0; e < 4; ++e)
+          out = LLVM::InsertElementOp::create(k.b, k.loc, out, words[4 * p + e],
+                                              g.ci32(e));
+        LLVM::StoreOp::create(k.b, k.loc, out,
+                              k.gep(xs,
+                                    k.iadd(k.imul(rowOf(j), k.c(rowWords)),
+                                           k.imul(pieceOf(p), k.c(4))),
+                                    k.i32),
+                              16);
+      }
+    };
+    // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
+    // those of row t + 8 (the warp's row j + 8 / warps), and both go out
+    // as pair row t's units (clusterMmaPairUnit).
+    SmallVector<SmallVector<Value>> conv(rowsPerWarp);
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+      conv[j] = convertRow(j);
+      if (!pairRows)
+        storeRow(j, conv[j]);
     }
+    for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j)
+      storePairRow(j, conv[j], conv[j + 8 / g.warps]);
     g.sync();
     // The lane's token row q at chunk 0 (token row q + 8 at a constant
     // offset).
@@ -8283,9 +8338,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                                 k.imul(inQuad, k.c(laneBytes / 2))),
                          k.i32);
     // Chunk group `it`'s products from its raw weight words into the
-    // accumulators.
-    auto mmaGroup = [&](Value it, ArrayRef<SmallVector<Value>> raw,
-                        ValueRange a) -> SmallVector<Value> {
+    // accumulators. With `refill` (--gpu-prologue-cluster-mma-rolling),
+    // each tile's raw words, once converted, are replaced by refill(c,
+    // nt) (the next group's loads of that tile) in `raw`.
+    using Refill = std::function<SmallVector<Value>(int64_t, int64_t)>;
+    auto mmaGroup = [&](Value it, MutableArrayRef<SmallVector<Value>> raw,
+                        ValueRange a,
+                        const Refill &refill = nullptr) -> SmallVector<Value> {
       SmallVector<Value> next(a.begin(), a.end());
       for (int64_t c = 0; c < u; ++c) {
         Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)),
@@ -8323,6 +8382,11 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             for (Value word :
                  g.e4m3WordsToF16(raw[c][nt * (laneBytes / 16) + v], 4))
               wf.push_back(word);
+          if (refill) {
+            SmallVector<Value> fresh = refill(c, nt);
+            for (int64_t v = 0; v < laneBytes / 16; ++v)
+              raw[c][nt * (laneBytes / 16) + v] = fresh[v];
+          }
           for (int64_t j = 0; j < laneBytes / 4; ++j) {
             SmallVector<Value> d = g.mma(
                 pairRows ? units[j]
@@ -8338,19 +8402,67 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       return next;
     };
     SmallVector<Value> acc(4 * tiles, k.cf(0));
-    if (earlyGroup) {
-      // Group 0 from the early loads, with the prefetch its loop step
-      // would have issued.
-      if (ahead > 0)
-        prefetchGroup(k.c(ahead));
-      acc = mmaGroup(k.c(0), raw0, acc);
+    if (prologueClusterMmaRolling) {
+      // A rolling window: group `it + 1`'s loads of tile nt go out as soon
+      // as group `it`'s words of that tile are converted, so that a warp
+      // always has a group's loads in flight; the window's words are loop
+      // carried.
+      if (!earlyGroup)
+        raw0 = loadGroup(k.c(0));
+      SmallVector<Value> carried(acc);
+      for (const SmallVector<Value> &words : raw0)
+        carried.append(words.begin(), words.end());
+      const int64_t perChunk = tiles * (laneBytes / 16);
+      auto unpack = [&](ValueRange all) {
+        SmallVector<SmallVector<Value>> raw(u);
+        for (int64_t c = 0; c < u; ++c)
+          raw[c].assign(all.begin() + 4 * tiles + c * perChunk,
+                        all.begin() + 4 * tiles + (c + 1) * perChunk);
+        return raw;
+      };
+      carried = k.reduceN(
+          k.c(0), k.c(groups - 1), carried,
+          [&](Value it, ValueRange all) -> SmallVector<Value> {
+            if (ahead > 0)
+              prefetchGroup(k.iadd(it, k.c(ahead + 1)));
+            SmallVector<SmallVector<Value>> raw = unpack(all);
+            Value following = k.iadd(it, k.c(1));
+            SmallVector<Value> out = mmaGroup(
+                it, raw, all.take_front(4 * tiles), [&](int64_t c, int64_t nt) {
+                  SmallVector<Value> fresh;
+                  Value off = k.imul(k.iadd(k.imul(following, k.c(u)), k.c(c)),
+                                     k.c(clusterMmaChunk()));
+                  for (int64_t v = 0; v < laneBytes / 16; ++v)
+                    fresh.push_back(LLVM::LoadOp::create(
+                        k.b, k.loc, v4i32,
+                        k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
+                              k.b.getI8Type()),
+                        16));
+                  return fresh;
+                });
+            for (const SmallVector<Value> &words : raw)
+              out.append(words.begin(), words.end());
+            return out;
+          });
+      SmallVector<SmallVector<Value>> last = unpack(carried);
+      acc = mmaGroup(k.c(groups - 1), last,
+                     ValueRange(carried).take_front(4 * tiles));
+    } else {
+      if (earlyGroup) {
+        // Group 0 from the early loads, with the prefetch its loop step
+        // would have issued.
+        if (ahead > 0)
+          prefetchGroup(k.c(ahead));
+        acc = mmaGroup(k.c(0), raw0, acc);
+      }
+      acc = k.reduceN(k.c(earlyGroup ? 1 : 0), k.c(groups), acc,
+                      [&](Value it, ValueRange a) -> SmallVector<Value> {
+                        if (ahead > 0)
+                          prefetchGroup(k.iadd(it, k.c(ahead)));
+                        SmallVector<SmallVector<Value>> raw = loadGroup(it);
+                        return mmaGroup(it, raw, a);
+                      });
     }
-    acc = k.reduceN(k.c(earlyGroup ? 1 : 0), k.c(groups), acc,
-                    [&](Value it, ValueRange a) -> SmallVector<Value> {
-                      if (ahead > 0)
-                        prefetchGroup(k.iadd(it, k.c(ahead)));
-                      return mmaGroup(it, loadGroup(it), a);
-                    });
     // --gpu-prologue-cluster-reload: the epilogue's pointers, loaded
     // now (they complete during the cluster barrier).
     const PrologueBuffers eb = prologueClusterReload ? b.reloaded(g, s) : b;
@@ -8382,17 +8494,61 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
               LLVM::GEPOp::create(k.b, k.loc, clusterPtr, k.f32, base,
                                   ValueRange{arith::IndexCastOp::create(
                                       k.b, k.loc, k.i64, k.iadd(slot, row))});
-          LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
+          if (!asyncSums) {
+            LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/8);
+            continue;
+          }
+          // st.async: 8 bytes to the owner's slot, completing on its
+          // mbarrier (release at cluster scope).
+          Value remoteBar =
+              NVVM::MapaOp::create(k.b, k.loc, clusterPtr, sumsBar, owner);
+          auto asInt = [&](Value ptr) {
+            return LLVM::PtrToIntOp::create(k.b, k.loc, k.b.getI64Type(), ptr)
+                .getResult();
+          };
+          LLVM::InlineAsmOp::create(
+              k.b, k.loc, TypeRange(),
+              ValueRange{
+                  asInt(at),
+                  LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(0)),
+                  LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(1)),
+                  asInt(remoteBar)},
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 "
+              "[$0], {$1, $2}, [$3];",
+              "l,f,f,l,~{memory}", /*has_side_effects=*/true,
+              /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+              LLVM::AsmDialectAttr::get(k.b.getContext(),
+                                        LLVM::AsmDialect::AD_ATT),
+              ArrayAttr());
         }
       });
     }
-    NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
-    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    if (!asyncSums) {
+      NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
+      NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    }
     Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
     Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
     k.ifThen(
         g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, T)),
         [&] {
+          // The CTA's tokens' sums, all of them (acquire at cluster scope:
+          // the senders' st.async release).
+          if (asyncSums)
+            LLVM::InlineAsmOp::create(
+                k.b, k.loc, TypeRange(),
+                ValueRange{LLVM::PtrToIntOp::create(k.b, k.loc,
+                                                    k.b.getI64Type(), sumsBar)
+                               .getResult()},
+                "{\n.reg .pred p;\nmsac_sums_wait${:uid}:\n"
+                "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, "
+                "[$0], 0;\n@!p bra msac_sums_wait${:uid};\n}",
+                "l,~{memory}", /*has_side_effects=*/true,
+                /*is_align_stack=*/false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr::get(k.b.getContext(),
+                                          LLVM::AsmDialect::AD_ATT),
+                ArrayAttr());
           prologueByKind(g, s, gh, [&](int kind, Value head) {
             prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
               SmallVector<Value> v;
