@@ -7541,6 +7541,13 @@ static TuningOpt<bool> prologueClusterEarlyRound(
     "RMSNorm and dense prologue took 25.6 us against 27.4; "
     "docs/perf.md, forty-first session; tuning)");
 
+static TuningOpt<bool> prologueClusterAsyncSums(
+    "gpu-prologue-cluster-async-sums", false,
+    "The one-token prologue cluster kernel sends its CTAs' sums to the "
+    "leader with st.async, completing on an mbarrier of the leader which "
+    "only its first warp waits on, instead of stores and a second cluster "
+    "barrier (tuning)");
+
 /// CTAs per multiprocessor the cluster kernel's registers are capped for
 /// (80 registers at 128 threads), so that every head's cluster is resident
 /// at once (M3: 72 or 77 heads of 8 CTAs, 6 x 132 / 8 = 99 clusters). On
@@ -7585,6 +7592,68 @@ static void stepOrWait(GK &g, Value launched, llvm::function_ref<void()> body,
         g.gridDependencyWait();
         return {};
       });
+}
+
+/// The sums' mbarrier of a cluster kernel (--gpu-prologue-cluster-async-sums,
+/// --gpu-prologue-cluster-mma-async-sums): thread 0 initializes `bar` (one
+/// arrival) and fences the init at cluster scope, which the caller's
+/// relaxed cluster arrival then publishes to the senders; where expect()
+/// it also arrives expecting bytes() (i32; both built there) of st.async
+/// transactions. The transaction count may go below zero if a sender's
+/// bytes come first: the phase needs this arrival too.
+void initSumsBarrier(GK &g, Value bar, llvm::function_ref<Value()> expect,
+                     llvm::function_ref<Value()> bytes) {
+  KB &k = g.k;
+  k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+    NVVM::MBarrierInitOp::create(k.b, k.loc, bar, g.ci32(1), Value());
+    NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+    k.ifThen(expect(), [&] {
+      NVVM::MBarrierArriveExpectTxOp::create(k.b, k.loc, Type(), bar, bytes(),
+                                             NVVM::MemScopeKind::CTA,
+                                             /*relaxed=*/false, Value());
+    });
+  });
+}
+
+/// `st.async` of `values` (one or two f32) to `remote` (shared::cluster),
+/// completing their bytes on the mbarrier `remoteBar` (shared::cluster) of
+/// the same CTA; release at cluster scope.
+void stAsyncSums(KB &k, Value remote, ArrayRef<Value> values, Value remoteBar) {
+  auto asInt = [&](Value ptr) {
+    return LLVM::PtrToIntOp::create(k.b, k.loc, k.b.getI64Type(), ptr)
+        .getResult();
+  };
+  SmallVector<Value> operands{asInt(remote)};
+  operands.append(values.begin(), values.end());
+  operands.push_back(asInt(remoteBar));
+  const bool pair = values.size() == 2;
+  LLVM::InlineAsmOp::create(
+      k.b, k.loc, TypeRange(), operands,
+      pair ? "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 "
+             "[$0], {$1, $2}, [$3];"
+           : "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 "
+             "[$0], $1, [$2];",
+      pair ? "l,f,f,l,~{memory}" : "l,f,l,~{memory}",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(k.b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
+/// Waits for phase 0 of the mbarrier `bar` (shared::cta) to complete,
+/// acquire at cluster scope (the st.async senders' release).
+void waitSumsBarrier(KB &k, Value bar) {
+  LLVM::InlineAsmOp::create(
+      k.b, k.loc, TypeRange(),
+      ValueRange{LLVM::PtrToIntOp::create(k.b, k.loc, k.b.getI64Type(), bar)
+                     .getResult()},
+      "{\n.reg .pred p;\nmsac_sums_wait${:uid}:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, "
+      "[$0], 0;\n@!p bra msac_sums_wait${:uid};\n}",
+      "l,~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(k.b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
 }
 
 /// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
@@ -7706,11 +7775,19 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   const bool waitInside = early || earlyRound;
   if (!waitInside)
     g.gridDependencyWait();
+  const bool asyncSums = prologueClusterAsyncSums;
+  Value sumsBar = asyncSums ? g.sharedSpace(k.i64, 1, 8) : Value();
   auto body = [&] {
     if (early) {
       startRing();
       g.gridDependencyWait();
     }
+    // --gpu-prologue-cluster-async-sums: the leader expects every CTA's
+    // kTileN sums (4 bytes each).
+    if (asyncSums)
+      initSumsBarrier(
+          g, sumsBar, [&] { return g.eq(k.irem(g.ctaId, k.c(n)), k.c(0)); },
+          [&] { return g.ci32(4 * n * kTileN); });
     // Every CTA of the cluster must have started before another writes
     // its shared memory: arrive now, wait before the copy.
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
@@ -7876,14 +7953,25 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
           k.b, k.loc, clusterPtr, k.f32, slot,
           ValueRange{arith::IndexCastOp::create(
               k.b, k.loc, k.i64, k.iadd(k.imul(rank, k.c(kTileN)), i))});
-      LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/4);
+      if (asyncSums)
+        stAsyncSums(k, at, {v},
+                    NVVM::MapaOp::create(
+                        k.b, k.loc, clusterPtr, sumsBar,
+                        arith::IndexCastOp::create(k.b, k.loc, k.i32, k.c(0))));
+      else
+        LLVM::StoreOp::create(k.b, k.loc, v, at, /*alignment=*/4);
     });
     // Release the copies, acquire the others' (barrier.cluster.arrive /
-    // wait default to release / acquire).
-    NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
-    NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    // wait default to release / acquire); with the async sums only the
+    // leader's first warp waits, on its mbarrier.
+    if (!asyncSums) {
+      NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr());
+      NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
+    }
     Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, all);
     k.ifThen(g.andI(g.eq(rank, k.c(0)), g.eq(g.warp, k.c(0))), [&] {
+      if (asyncSums)
+        waitSumsBarrier(k, sumsBar);
       prologueByKind(g, s, gh, [&](int kind, Value head) {
         prologueRowEpilogue(g, s, b, kind, head, k.c(0), gh, T, [&] {
           SmallVector<Value> v;
@@ -8203,25 +8291,17 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   const bool asyncSums = prologueClusterMmaAsyncSums;
   Value sumsBar = asyncSums ? g.sharedSpace(k.i64, 1, 8) : Value();
   auto body = [&] {
-    if (asyncSums) {
-      // Initialized before the cluster barrier's arrival, which the
-      // senders wait for; this CTA's tokens' bytes are expected at once
-      // (the transaction count may go below zero if a sender's bytes come
-      // first: the phase needs this arrival too).
-      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
-        NVVM::MBarrierInitOp::create(k.b, k.loc, sumsBar, g.ci32(1), Value());
-        NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
-        k.ifThen(k.icmp(CmpI::ult, rank, T), [&] {
-          Value tokens =
-              k.iadd(k.idiv(g.isub(k.iadd(T, k.c(-1)), rank), k.c(n)), k.c(1));
-          Value bytes = arith::IndexCastOp::create(
-              k.b, k.loc, k.i32, k.imul(tokens, k.c(4 * n * kTileN)));
-          NVVM::MBarrierArriveExpectTxOp::create(k.b, k.loc, Type(), sumsBar,
-                                                 bytes, NVVM::MemScopeKind::CTA,
-                                                 /*relaxed=*/false, Value());
-        });
-      });
-    }
+    if (asyncSums)
+      // This CTA's tokens' bytes: 4 per weight row and CTA of the cluster.
+      initSumsBarrier(
+          g, sumsBar, [&] { return k.icmp(CmpI::ult, rank, T); },
+          [&] {
+            Value tokens = k.iadd(
+                k.idiv(g.isub(k.iadd(T, k.c(-1)), rank), k.c(n)), k.c(1));
+            return arith::IndexCastOp::create(
+                       k.b, k.loc, k.i32, k.imul(tokens, k.c(4 * n * kTileN)))
+                .getResult();
+          });
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
     if (earlyGroup) {
       raw0 = loadGroup(k.c(0));
@@ -8555,27 +8635,12 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             continue;
           }
           // st.async: 8 bytes to the owner's slot, completing on its
-          // mbarrier (release at cluster scope).
-          Value remoteBar =
-              NVVM::MapaOp::create(k.b, k.loc, clusterPtr, sumsBar, owner);
-          auto asInt = [&](Value ptr) {
-            return LLVM::PtrToIntOp::create(k.b, k.loc, k.b.getI64Type(), ptr)
-                .getResult();
-          };
-          LLVM::InlineAsmOp::create(
-              k.b, k.loc, TypeRange(),
-              ValueRange{
-                  asInt(at),
-                  LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(0)),
-                  LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(1)),
-                  asInt(remoteBar)},
-              "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 "
-              "[$0], {$1, $2}, [$3];",
-              "l,f,f,l,~{memory}", /*has_side_effects=*/true,
-              /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-              LLVM::AsmDialectAttr::get(k.b.getContext(),
-                                        LLVM::AsmDialect::AD_ATT),
-              ArrayAttr());
+          // mbarrier.
+          stAsyncSums(
+              k, at,
+              {LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(0)),
+               LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(1))},
+              NVVM::MapaOp::create(k.b, k.loc, clusterPtr, sumsBar, owner));
         }
       });
     }
@@ -8591,20 +8656,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
           // The CTA's tokens' sums, all of them (acquire at cluster scope:
           // the senders' st.async release).
           if (asyncSums)
-            LLVM::InlineAsmOp::create(
-                k.b, k.loc, TypeRange(),
-                ValueRange{LLVM::PtrToIntOp::create(k.b, k.loc,
-                                                    k.b.getI64Type(), sumsBar)
-                               .getResult()},
-                "{\n.reg .pred p;\nmsac_sums_wait${:uid}:\n"
-                "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, "
-                "[$0], 0;\n@!p bra msac_sums_wait${:uid};\n}",
-                "l,~{memory}", /*has_side_effects=*/true,
-                /*is_align_stack=*/false,
-                LLVM::tailcallkind::TailCallKind::None,
-                LLVM::AsmDialectAttr::get(k.b.getContext(),
-                                          LLVM::AsmDialect::AD_ATT),
-                ArrayAttr());
+            waitSumsBarrier(k, sumsBar);
           prologueByKind(g, s, gh, [&](int kind, Value head) {
             prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
               SmallVector<Value> v;
