@@ -1,10 +1,10 @@
 // Shared pieces of the GPU measurement probes (read_floor.cu,
-// row_pattern.cu, cluster_prologue.cu, bulk_prologue.cu): error checks,
-// the streaming read kernel they compare against, deterministic bytes,
-// and the timing of a
-// launch as msac-run's --graph-range times a range (copies of it captured
-// in one CUDA graph, median over replays of the time per copy). Probes for
-// docs/perf.md, not part of msac, whose kernels the compiler generates.
+// row_pattern.cu, cluster_prologue.cu, bulk_prologue.cu, launch_table.cu):
+// error checks, the streaming read kernel they compare against,
+// deterministic bytes, and the timing of a launch as msac-run's
+// --graph-range times a range (copies of it captured in one CUDA graph,
+// median over replays of the time per copy). Probes for docs/perf.md, not
+// part of msac, whose kernels the compiler generates.
 #ifndef MSAC_BENCH_PROBE_COMMON_CUH
 #define MSAC_BENCH_PROBE_COMMON_CUH
 
@@ -27,10 +27,10 @@
   } while (0)
 
 /// Grid-stride 16-byte streaming (.cs) loads of n16 pieces, 8 in flight per
-/// thread, the words XOR-ed so that the loads stay (launched as 2 CTAs of
-/// 512 threads per SM by the probes).
-__global__ void __launch_bounds__(512)
-    streamKernel(const uint4 *w, size_t n16, unsigned *out) {
+/// thread, the words XOR-ed so that the loads stay: the body of
+/// streamKernel, also called by probes that find `w` first.
+__device__ __forceinline__ void streamBody(const uint4 *w, size_t n16,
+                                           unsigned *out) {
   constexpr int kInFlight = 8;
   unsigned acc = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
@@ -50,6 +50,13 @@ __global__ void __launch_bounds__(512)
   }
   if (acc == 0x9e3779b9u) // never, as far as the compiler knows
     out[0] = acc;
+}
+
+/// streamBody as a kernel (launched as 2 CTAs of 512 threads per SM by the
+/// probes).
+__global__ void __launch_bounds__(512)
+    streamKernel(const uint4 *w, size_t n16, unsigned *out) {
+  streamBody(w, n16, out);
 }
 
 /// Selects GPU 0, prints its name and returns its multiprocessor count.

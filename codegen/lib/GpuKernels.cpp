@@ -7542,11 +7542,22 @@ static TuningOpt<bool> prologueClusterEarlyRound(
     "docs/perf.md, forty-first session; tuning)");
 
 static TuningOpt<bool> prologueClusterAsyncSums(
-    "gpu-prologue-cluster-async-sums", false,
+    "gpu-prologue-cluster-async-sums", true,
     "The one-token prologue cluster kernel sends its CTAs' sums to the "
     "leader with st.async, completing on an mbarrier of the leader which "
     "only its first warp waits on, instead of stores and a second cluster "
-    "barrier (tuning)");
+    "barrier (on an H100 M3's one-token prologue took 22.5 / 23.9 us "
+    "against 22.9 / 24.3; docs/perf.md, forty-fourth session; tuning)");
+
+static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
+    "gpu-prologue-cluster-epilogue-loads-first", true,
+    "The prologue's cluster kernels (1-16 tokens, with their sums by "
+    "st.async) issue the epilogue's loads that do not depend on the sums "
+    "(the cache row through the block table, the norm weights, the "
+    "position, the RoPE frequencies) before they wait for the sums, so that "
+    "their latencies overlap the exchange (on an H100 M3's prologue took "
+    "0.1-0.3 us less at 1-16 tokens; docs/perf.md, forty-fourth session; "
+    "tuning)");
 
 /// CTAs per multiprocessor the cluster kernel's registers are capped for
 /// (80 registers at 128 threads), so that every head's cluster is resident
@@ -7969,11 +7980,16 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
       NVVM::ClusterWaitOp::create(k.b, k.loc, UnitAttr());
     }
     Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, all);
+    // --gpu-prologue-cluster-epilogue-loads-first: the wait inside the
+    // epilogue, after its loads that do not depend on the sums.
+    const bool loadsFirst = asyncSums && prologueClusterEpilogueLoadsFirst;
     k.ifThen(g.andI(g.eq(rank, k.c(0)), g.eq(g.warp, k.c(0))), [&] {
-      if (asyncSums)
+      if (asyncSums && !loadsFirst)
         waitSumsBarrier(k, sumsBar);
       prologueByKind(g, s, gh, [&](int kind, Value head) {
         prologueRowEpilogue(g, s, b, kind, head, k.c(0), gh, T, [&] {
+          if (loadsFirst)
+            waitSumsBarrier(k, sumsBar);
           SmallVector<Value> v;
           for (int64_t e = 0; e < 4; ++e) {
             Value c = k.iadd(k.imul(g.lane, k.c(4)), k.c(e));
@@ -8055,13 +8071,6 @@ static TuningOpt<bool> prologueClusterMmaRolling(
     "registers), so that a warp always has a group of loads in flight (on "
     "the H200 M3's dense prologue took 18.1-19.8 us against 18.4-20.2; "
     "docs/perf.md, forty-third session; tuning)");
-
-static TuningOpt<bool> prologueClusterMmaAsyncFill(
-    "gpu-prologue-cluster-mma-async-fill", false,
-    "The prologue's tensor-core cluster kernel (2-16 tokens) copies the "
-    "step's input rows into shared memory by cp.async, each piece where its "
-    "f16 words go, and converts them there, instead of loading them into "
-    "registers (with --gpu-prologue-cluster-pair-rows; tuning)");
 
 static TuningOpt<bool> prologueClusterMmaAsyncSums(
     "gpu-prologue-cluster-mma-async-sums", true,
@@ -8326,49 +8335,8 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     SmallVector<SmallVector<Value>> raws(rowsPerWarp);
     auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
     auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
-    // --gpu-prologue-cluster-mma-async-fill: the rows come by cp.async
-    // (no registers held while in flight; rows T..15 zero-filled, not
-    // read), each 16-byte piece where its f16 words will go: pieces P of
-    // rows t and t + 8 at units 2 P and 2 P + 1 of pair row t, both taken
-    // by the same lane, which reads its own two units back (its copies are
-    // visible to it after cp.async.wait_group) and overwrites them with
-    // their conversion; no other thread touches them, so no barrier.
-    const bool asyncFill = prologueClusterMmaAsyncFill && pairRows;
-    auto stagedAt = [&](int64_t j, int64_t p) {
-      const int64_t firstRows = 8 / g.warps;
-      Value unit =
-          k.iadd(k.imul(pieceOf(p), k.c(2)), k.c(j >= firstRows ? 1 : 0));
-      Value at = k.iadd(unit, k.idiv(unit, k.c(8)));
-      return k.iadd(k.imul(rowOf(j % firstRows), k.c(pairWords)),
-                    k.imul(at, k.c(4)));
-    };
-    if (asyncFill) {
-      auto sharedT = LLVM::LLVMPointerType::get(k.b.getContext(), 3);
-      auto globalT = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
-      for (int64_t j = 0; j < rowsPerWarp; ++j) {
-        Value t = rowOf(j);
-        Value valid = k.icmp(CmpI::ult, t, T);
-        for (int64_t p = 0; p < perLane; ++p) {
-          Value src = k.iadd(k.imul(k.select(valid, t, k.c(0)), k.c(s.hidden)),
-                             k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
-          NVVM::CpAsyncOp::create(
-              k.b, k.loc,
-              LLVM::AddrSpaceCastOp::create(k.b, k.loc, sharedT,
-                                            k.gep(xs, stagedAt(j, p), k.i32)),
-              LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT,
-                                            k.gep(b.in, src, k.i16)),
-              16, NVVM::LoadCacheModifierKind::CG,
-              arith::SelectOp::create(k.b, k.loc, valid, g.ci32(16),
-                                      g.ci32(0)));
-        }
-      }
-      NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
-      NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 0);
-    }
     for (int64_t j = 0; j < rowsPerWarp; ++j) {
       Value t = rowOf(j);
-      if (asyncFill)
-        continue; // read back by convertRow
       for (int64_t p = 0; p < perLane; ++p)
         raws[j].push_back(g.ifElse(
             k.icmp(CmpI::ult, t, T), {v4i32},
@@ -8386,10 +8354,6 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     // 2^-s_t lane 0 stores into downs.
     auto convertRow = [&](int64_t j) {
       Value t = rowOf(j);
-      if (asyncFill)
-        for (int64_t p = 0; p < perLane; ++p)
-          raws[j].push_back(LLVM::LoadOp::create(
-              k.b, k.loc, v4i32, k.gep(xs, stagedAt(j, p), k.i32), 16));
       Value m = g.ci32(0);
       for (Value raw : raws[j])
         for (int64_t e = 0; e < 4; ++e)
@@ -8449,17 +8413,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     // --gpu-prologue-cluster-pair-rows: row t's words (conv) wait for
     // those of row t + 8 (the warp's row j + 8 / warps), and both go out
     // as pair row t's units (clusterMmaPairUnit).
-    // With the async fill a pair row goes out as soon as its two rows are
-    // converted (their staged pieces are read back by then).
     SmallVector<SmallVector<Value>> conv(rowsPerWarp);
-    for (int64_t j = 0; asyncFill && j < 8 / g.warps; ++j)
-      storePairRow(j, convertRow(j), convertRow(j + 8 / g.warps));
-    for (int64_t j = 0; !asyncFill && j < rowsPerWarp; ++j) {
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
       conv[j] = convertRow(j);
       if (!pairRows)
         storeRow(j, conv[j]);
     }
-    for (int64_t j = 0; !asyncFill && pairRows && j < 8 / g.warps; ++j)
+    for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j)
       storePairRow(j, conv[j], conv[j + 8 / g.warps]);
     g.sync();
     // The lane's token row q at chunk 0 (token row q + 8 at a constant
@@ -8650,15 +8610,20 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     }
     Value sums = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, recv);
     Value t = k.iadd(k.imul(g.warp, k.c(n)), rank);
+    // --gpu-prologue-cluster-epilogue-loads-first: the wait inside the
+    // epilogue, after its loads that do not depend on the sums.
+    const bool loadsFirst = asyncSums && prologueClusterEpilogueLoadsFirst;
     k.ifThen(
         g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, T)),
         [&] {
           // The CTA's tokens' sums, all of them (acquire at cluster scope:
           // the senders' st.async release).
-          if (asyncSums)
+          if (asyncSums && !loadsFirst)
             waitSumsBarrier(k, sumsBar);
           prologueByKind(g, s, gh, [&](int kind, Value head) {
             prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
+              if (loadsFirst)
+                waitSumsBarrier(k, sumsBar);
               SmallVector<Value> v;
               for (int64_t e = 0; e < 4; ++e) {
                 Value c = k.iadd(
