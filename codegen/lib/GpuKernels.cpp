@@ -7680,10 +7680,13 @@ void waitSumsBarrier(KB &k, Value bar) {
 /// the bf16 input exact in FP32 FMAs as rowsDot's one-row path computes
 /// them, the warp's sum times the per-tensor scale. The CTA's kTileN sums
 /// go to slot r of the leader's (rank 0) shared memory (distributed shared
-/// memory, mapa), one cluster barrier, and the leader's warp 0 adds the N
-/// slots in rank order and runs prologueRowEpilogue on them: norm, RoPE,
-/// quantization and the cache insert, without a second launch or the
-/// projection in global memory. A programmatic dependent of the RMSNorm
+/// memory, mapa; by default st.async completing on the leader's mbarrier,
+/// which only its warp 0 waits on, --gpu-prologue-cluster-async-sums, after
+/// issuing the epilogue's loads that do not need the sums,
+/// --gpu-prologue-cluster-epilogue-loads-first), and the leader's warp 0
+/// adds the N slots in rank order and runs prologueRowEpilogue on them:
+/// norm, RoPE, quantization and the cache insert, without a second launch
+/// or the projection in global memory. A programmatic dependent of the RMSNorm
 /// before it; each warp issues its first round of weight loads before it
 /// waits for the norm (--gpu-prologue-cluster-early-round; on an H100 the
 /// norm and M3's dense prologue took 25.6 us against 27.4, docs/perf.md,
@@ -8176,9 +8179,11 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
 /// sums are those of the chunk). FP32 accumulators, times the per-tensor
 /// scale. Token t's sums go to CTA t mod N (distributed shared memory,
 /// slot [r][t / N]; by default st.async completing on that CTA's mbarrier,
-/// --gpu-prologue-cluster-mma-async-sums); once they all have, warp t / N
-/// of that CTA adds the N slots in rank order and runs
-/// prologueRowEpilogue: up to 16 epilogues in parallel over the cluster.
+/// --gpu-prologue-cluster-mma-async-sums); warp t / N of that CTA issues
+/// the epilogue's loads that do not need the sums
+/// (--gpu-prologue-cluster-epilogue-loads-first), waits for them all, adds
+/// the N slots in rank order and runs prologueRowEpilogue: up to 16
+/// epilogues in parallel over the cluster.
 /// With --gpu-prologue-cluster-mma-early (default) the kernel's steps
 /// issue chunk group 0's weight loads before griddepcontrol.wait, so that
 /// they overlap the RMSNorm before it; with
