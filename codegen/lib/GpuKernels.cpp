@@ -7556,7 +7556,7 @@ static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
     "(the cache row through the block table, the norm weights, the "
     "position, the RoPE frequencies) before they wait for the sums, so that "
     "their latencies overlap the exchange (on an H100 M3's prologue took "
-    "0.1-0.3 us less at 1-16 tokens; docs/perf.md, forty-fourth session; "
+    "0.1-0.4 us less at 1-16 tokens; docs/perf.md, forty-fourth session; "
     "tuning)");
 
 /// CTAs per multiprocessor the cluster kernel's registers are capped for
