@@ -8075,6 +8075,14 @@ static TuningOpt<bool> prologueClusterMmaRolling(
     "the H200 M3's dense prologue took 18.1-19.8 us against 18.4-20.2; "
     "docs/perf.md, forty-third session; tuning)");
 
+static TuningOpt<int> prologueClusterMmaEarlyTiles(
+    "gpu-prologue-cluster-mma-early-tiles", 4,
+    "With --gpu-prologue-cluster-mma-early: how many of a warp's 4 weight "
+    "tiles have their first chunk group's loads issued before the wait for "
+    "the RMSNorm; the others' go out after the loads of the step's input "
+    "rows, so that the input waits behind fewer loads and the fill holds "
+    "fewer registers (0-4; tuning)");
+
 static TuningOpt<bool> prologueClusterMmaAsyncSums(
     "gpu-prologue-cluster-mma-async-sums", true,
     "The prologue's tensor-core cluster kernel (2-16 tokens) sends each "
@@ -8262,6 +8270,8 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   // --gpu-prologue-cluster-mma-early the kernel's own steps first issue
   // chunk group 0's weight loads, which do not depend on it.
   const bool earlyGroup = prologueClusterMmaEarly;
+  const int64_t earlyTiles =
+      std::clamp<int64_t>(prologueClusterMmaEarlyTiles, 0, tiles);
   if (!earlyGroup)
     g.gridDependencyWait();
   Value launched =
@@ -8284,12 +8294,16 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             k.b.getI8Type());
   // Chunk group `it`'s weight loads, all in flight together: per chunk,
   // tiles x laneBytes / 16 words of 16 bytes.
-  auto loadGroup = [&](Value it) {
+  // Tiles [firstTile, endTile) only, where given (their words in the
+  // same order, appended to `raw` by the caller).
+  auto loadGroup = [&](Value it, int64_t firstTile = 0, int64_t endTile = -1) {
+    if (endTile < 0)
+      endTile = tiles;
     SmallVector<SmallVector<Value>> raw(u);
     for (int64_t c = 0; c < u; ++c) {
       Value off =
           k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
-      for (int64_t nt = 0; nt < tiles; ++nt)
+      for (int64_t nt = firstTile; nt < endTile; ++nt)
         for (int64_t v = 0; v < laneBytes / 16; ++v)
           raw[c].push_back(LLVM::LoadOp::create(
               k.b, k.loc, v4i32,
@@ -8318,7 +8332,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
           });
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
     if (earlyGroup) {
-      raw0 = loadGroup(k.c(0));
+      raw0 = loadGroup(k.c(0), 0, earlyTiles);
       g.gridDependencyWait(/*clobber=*/true);
     }
     // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
@@ -8354,6 +8368,12 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             [&]() -> SmallVector<Value> {
               return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
             })[0]);
+    }
+    // --gpu-prologue-cluster-mma-early-tiles: the rest of group 0.
+    if (earlyGroup && earlyTiles < tiles) {
+      SmallVector<SmallVector<Value>> rest = loadGroup(k.c(0), earlyTiles);
+      for (int64_t c = 0; c < u; ++c)
+        raw0[c].append(rest[c].begin(), rest[c].end());
     }
     // Row j's f16 words (perLane x 4, piece-major) times its 2^s_t, whose
     // 2^-s_t lane 0 stores into downs.
