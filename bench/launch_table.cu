@@ -35,11 +35,10 @@ int main() {
   const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20;
   const int maxRows = 9856;
-  const size_t bytes = size_t(maxRows) * kK;
-  const std::vector<uint8_t> host = lcgBytes(bytes, 12345);
-  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
-  unsigned *out;
-  CK(cudaMalloc(&out, sizeof(unsigned)));
+  const WeightStreams ws = weightStreams(size_t(maxRows) * kK, kCopies);
+  const std::vector<uint8_t *> &w = ws.copies;
+  unsigned *out = ws.out;
+  cudaStream_t st = ws.stream;
   // One table per copy, each its own allocation, as msac's per-launch
   // tables are.
   std::vector<const uint4 *const *> tables(kCopies);
@@ -54,8 +53,6 @@ int main() {
   long long *scalars;
   CK(cudaMalloc(&scalars, 3 * sizeof(long long)));
   CK(cudaMemset(scalars, 0, 3 * sizeof(long long)));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
   for (int rows : {9216, 9856}) {
     const size_t n16 = size_t(rows) * kK / 16;
     const char *names[3] = {"parameter", "table", "scalar + table"};

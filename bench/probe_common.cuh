@@ -26,12 +26,13 @@
     }                                                                          \
   } while (0)
 
-/// Grid-stride 16-byte streaming (.cs) loads of n16 pieces, 8 in flight per
-/// thread, the words XOR-ed so that the loads stay: the body of
-/// streamKernel, also called by probes that find `w` first.
+/// Grid-stride 16-byte streaming (.cs) loads of n16 pieces, kInFlight in
+/// flight per thread, the words XOR-ed so that the loads stay: the body of
+/// streamKernel, also called by probes that find `w` first or vary the
+/// loads in flight.
+template <int kInFlight = 8>
 __device__ __forceinline__ void streamBody(const uint4 *w, size_t n16,
                                            unsigned *out) {
-  constexpr int kInFlight = 8;
   unsigned acc = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -90,6 +91,22 @@ inline std::vector<uint8_t> lcgBytes(size_t n, uint32_t seed,
     b = uint8_t(seed >> 24) & mask;
   }
   return out;
+}
+
+/// What the weight-stream probes read: `copies` device copies of `bytes`
+/// bytes of lcgBytes(bytes, 12345) (launches rotate over them), a result
+/// word for the kernels' never-taken store, and a stream.
+struct WeightStreams {
+  std::vector<uint8_t *> copies;
+  unsigned *out;
+  cudaStream_t stream;
+};
+inline WeightStreams weightStreams(size_t bytes, int copies) {
+  WeightStreams ws;
+  ws.copies = deviceCopies(lcgBytes(bytes, 12345), copies);
+  CK(cudaMalloc(&ws.out, sizeof(unsigned)));
+  CK(cudaStreamCreate(&ws.stream));
+  return ws;
 }
 
 /// Time per copy (us) of launch(i), i = 0..copies-1, captured in one CUDA

@@ -22,13 +22,10 @@ int main() {
   const int sms = openDevice();
   constexpr int kCopies = 4, kGraphCopies = 20;
   const int maxRows = 9856;
-  const size_t bytes = size_t(maxRows) * kK;
-  const std::vector<uint8_t> host = lcgBytes(bytes, 12345);
-  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
-  unsigned *out;
-  CK(cudaMalloc(&out, sizeof(unsigned)));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
+  const WeightStreams ws = weightStreams(size_t(maxRows) * kK, kCopies);
+  const std::vector<uint8_t *> &w = ws.copies;
+  unsigned *out = ws.out;
+  cudaStream_t st = ws.stream;
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));

@@ -14,27 +14,11 @@
 
 constexpr int kK = 6144;
 
+/// streamBody with kInFlight loads in flight per thread.
 template <int kInFlight>
 __global__ void __launch_bounds__(512)
     depthKernel(const uint4 *w, size_t n16, unsigned *out) {
-  unsigned acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
-    uint4 v[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      v[u] = __ldcs(w + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n16; i += stride) {
-    uint4 v = __ldcs(w + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
-    out[0] = acc;
+  streamBody<kInFlight>(w, n16, out);
 }
 
 int main() {
@@ -42,12 +26,10 @@ int main() {
   constexpr int kCopies = 4, kGraphCopies = 20;
   const int rows = 9216;
   const size_t bytes = size_t(rows) * kK, n16 = bytes / 16;
-  const std::vector<uint8_t> host = lcgBytes(bytes, 12345);
-  const std::vector<uint8_t *> w = deviceCopies(host, kCopies);
-  unsigned *out;
-  CK(cudaMalloc(&out, sizeof(unsigned)));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
+  const WeightStreams ws = weightStreams(bytes, kCopies);
+  const std::vector<uint8_t *> &w = ws.copies;
+  unsigned *out = ws.out;
+  cudaStream_t st = ws.stream;
   std::printf("%.1f MB; KB in flight per SM = CTAs x threads x loads x 16 "
               "B\n",
               bytes / 1e6);
