@@ -26,8 +26,8 @@ __global__ void __launch_bounds__(512)
 /// is 0: the second load depends on the first, as msac's kernels' loads
 /// depend on the token count).
 __global__ void __launch_bounds__(512)
-    chainKernel(const uint4 *const *table, const long long *scalars,
-                int slot, size_t n16, unsigned *out) {
+    chainKernel(const uint4 *const *table, const long long *scalars, int slot,
+                size_t n16, unsigned *out) {
   streamBody(table[slot + scalars[0]], n16, out);
 }
 
@@ -36,16 +36,14 @@ int main() {
   constexpr int kCopies = 4, kGraphCopies = 20;
   const int maxRows = 9856;
   const WeightStreams ws = weightStreams(size_t(maxRows) * kK, kCopies);
-  const std::vector<uint8_t *> &w = ws.copies;
-  unsigned *out = ws.out;
-  cudaStream_t st = ws.stream;
   // One table per copy, each its own allocation, as msac's per-launch
   // tables are.
   std::vector<const uint4 *const *> tables(kCopies);
   for (int c = 0; c < kCopies; ++c) {
     const uint4 **t;
     CK(cudaMalloc(&t, 16 * sizeof(void *)));
-    std::vector<const uint4 *> slots(16, reinterpret_cast<const uint4 *>(w[c]));
+    std::vector<const uint4 *> slots(
+        16, reinterpret_cast<const uint4 *>(ws.copies[c]));
     CK(cudaMemcpy(t, slots.data(), 16 * sizeof(void *),
                   cudaMemcpyHostToDevice));
     tables[c] = t;
@@ -58,17 +56,19 @@ int main() {
     const char *names[3] = {"parameter", "table", "scalar + table"};
     for (int rep = 0; rep < 3; ++rep)
       for (int v = 0; v < 3; ++v) {
-        const GraphTime g = timeInGraph(st, kGraphCopies, 50, [&](int i) {
-          const int c = i % kCopies;
-          if (v == 0)
-            streamKernel<<<2 * sms, kThreads, 0, st>>>(
-                reinterpret_cast<const uint4 *>(w[c]), n16, out);
-          else if (v == 1)
-            tableKernel<<<2 * sms, kThreads, 0, st>>>(tables[c], 5, n16, out);
-          else
-            chainKernel<<<2 * sms, kThreads, 0, st>>>(tables[c], scalars, 5,
-                                                      n16, out);
-        });
+        const GraphTime g =
+            timeInGraph(ws.stream, kGraphCopies, 50, [&](int i) {
+              const int c = i % kCopies;
+              if (v == 0)
+                streamKernel<<<2 * sms, kThreads, 0, ws.stream>>>(
+                    reinterpret_cast<const uint4 *>(ws.copies[c]), n16, ws.out);
+              else if (v == 1)
+                tableKernel<<<2 * sms, kThreads, 0, ws.stream>>>(tables[c], 5,
+                                                                 n16, ws.out);
+              else
+                chainKernel<<<2 * sms, kThreads, 0, ws.stream>>>(
+                    tables[c], scalars, 5, n16, ws.out);
+            });
         std::printf("%d rows, weights' address from a %s: %.2f us per launch "
                     "in a graph (%.2f-%.2f)\n",
                     rows, names[v], g.median, g.min, g.max);
