@@ -7,7 +7,11 @@
 // times, per warp (clock64), a 16-byte load of an L2-resident line issued
 // after 0, 2 or 8 16-byte streaming loads per lane of HBM-resident bytes,
 // with every multiprocessor busy (4 CTAs of 128 threads per SM, each warp
-// doing the same). A measurement probe for docs/perf.md, not part of msac.
+// doing the same); and the same bytes read by a bulk copy (the TMA unit,
+// which does not go through the warps' load path) or by a warp that issued
+// no streaming loads itself while the CTA's other warps did, to tell a
+// queue of the warp's own loads from one of the multiprocessor's. A
+// measurement probe for docs/perf.md, not part of msac.
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o load_order bench/load_order.cu && ./load_order
@@ -34,28 +38,68 @@ __device__ __forceinline__ uint4 load(const uint4 *p, bool streaming) {
   return v;
 }
 
+/// How the hot bytes are read (kMode): 0 by each warp's lanes with
+/// ld.global after its own streaming loads; 1 by a bulk copy
+/// (cp.async.bulk, the TMA unit) of the warp's 512 bytes into shared
+/// memory, issued by lane 0 after the warp's streaming loads and waited on
+/// with an mbarrier; 2 and 3 as 0 and 1, but warp 0 of each CTA issues no
+/// streaming loads and reads the hot bytes after a CTA barrier that the
+/// other warps reach once theirs are issued (only warp 0's cycles are
+/// recorded, from the barrier).
+enum Mode { kLoad = 0, kBulk = 1, kOtherLoad = 2, kOtherBulk = 3 };
+
 /// Each warp: `before` streaming loads per lane (4 KB per warp at 8), then
-/// one load of the hot buffer; records the cycles from the first load's
-/// issue to the hot load's data (and to the last streaming load's data).
-template <int kBefore>
+/// the hot bytes (kMode); records the cycles from the first load's issue
+/// to the hot bytes' arrival in registers (and to the last streaming
+/// load's data).
+template <int kBefore, int kMode>
 __global__ void __launch_bounds__(128)
     orderKernel(const uint4 *cold, const uint4 *hot, long long *hotCycles,
                 long long *coldCycles, unsigned *out) {
+  __shared__ alignas(128) uint4 staged[4][32];
+  __shared__ uint64_t bars[4];
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool other = kMode == kOtherLoad || kMode == kOtherBulk;
+  const bool bulk = kMode == kBulk || kMode == kOtherBulk;
+  if (bulk && lane == 0) {
+    mbarInit(&bars[w], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncwarp();
   const size_t base = size_t(warp) * 32 * 8;
+  const bool streams = !other || w != 0;
   uint4 v[kBefore > 0 ? kBefore : 1];
-  const long long t0 = clk();
+  long long t0 = clk();
+  if (streams) {
 #pragma unroll
-  for (int u = 0; u < kBefore; ++u)
-    v[u] = load(cold + base + u * 32 + lane, true);
-  uint4 h = load(hot + (warp % 64) * 32 + lane, false);
+    for (int u = 0; u < kBefore; ++u)
+      v[u] = load(cold + base + u * 32 + lane, true);
+  }
+  if (other) {
+    __syncthreads();
+    t0 = clk();
+  }
+  const uint4 *hotAt = hot + (warp % 64) * 32;
+  uint4 h;
+  if (bulk) {
+    if (lane == 0) {
+      mbarExpectTx(&bars[w], 32 * sizeof(uint4));
+      bulkCopy(staged[w], hotAt, 32 * sizeof(uint4), &bars[w]);
+    }
+    mbarWait(&bars[w], 0);
+    h = staged[w][lane];
+  } else {
+    h = load(hotAt + lane, false);
+  }
   unsigned acc = h.x ^ h.y ^ h.z ^ h.w;
   asm volatile("" ::"r"(acc) : "memory");
   const long long t1 = clk();
+  if (streams) {
 #pragma unroll
-  for (int u = 0; u < kBefore; ++u)
-    acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    for (int u = 0; u < kBefore; ++u)
+      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
   asm volatile("" ::"r"(acc) : "memory");
   const long long t2 = clk();
   if (lane == 0) {
@@ -84,26 +128,45 @@ int main() {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  for (int before : {0, 2, 8})
-    for (int rep = 0; rep < 8; ++rep) {
-      const uint4 *cp = reinterpret_cast<const uint4 *>(cold[rep % 8]);
-      const uint4 *hp = reinterpret_cast<const uint4 *>(hot[0]);
-      if (before == 0)
-        orderKernel<0><<<ctas, 128>>>(cp, hp, hc, cc, out);
-      else if (before == 2)
-        orderKernel<2><<<ctas, 128>>>(cp, hp, hc, cc, out);
-      else
-        orderKernel<8><<<ctas, 128>>>(cp, hp, hc, cc, out);
-      CK(cudaDeviceSynchronize());
-      if (rep < 7) // the first seven touch L2 and warm up
-        continue;
-      CK(cudaMemcpy(h.data(), hc, warps * 8, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(c.data(), cc, warps * 8, cudaMemcpyDeviceToHost));
-      std::printf("%d streaming loads per lane before: hot load's data after "
-                  "%lld cycles (median of %d warps, max %lld), the streaming "
-                  "loads' after %lld\n",
-                  before, median(h), warps,
-                  *std::max_element(h.begin(), h.end()), median(c));
-    }
+  static const char *const modeNames[] = {
+      "ld.global", "bulk copy", "ld.global by a warp without streaming loads",
+      "bulk copy by a warp without streaming loads"};
+  using Kernel = void (*)(const uint4 *, const uint4 *, long long *,
+                          long long *, unsigned *);
+  const Kernel kernels[4][3] = {
+      {orderKernel<0, kLoad>, orderKernel<2, kLoad>, orderKernel<8, kLoad>},
+      {orderKernel<0, kBulk>, orderKernel<2, kBulk>, orderKernel<8, kBulk>},
+      {orderKernel<0, kOtherLoad>, orderKernel<2, kOtherLoad>,
+       orderKernel<8, kOtherLoad>},
+      {orderKernel<0, kOtherBulk>, orderKernel<2, kOtherBulk>,
+       orderKernel<8, kOtherBulk>}};
+  const int befores[3] = {0, 2, 8};
+  for (int mode = 0; mode < 4; ++mode)
+    for (int b = 0; b < 3; ++b)
+      for (int rep = 0; rep < 8; ++rep) {
+        const uint4 *cp = reinterpret_cast<const uint4 *>(cold[rep % 8]);
+        const uint4 *hp = reinterpret_cast<const uint4 *>(hot[0]);
+        kernels[mode][b]<<<ctas, 128>>>(cp, hp, hc, cc, out);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        if (rep < 7) // the first seven touch L2 and warm up
+          continue;
+        CK(cudaMemcpy(h.data(), hc, warps * 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(c.data(), cc, warps * 8, cudaMemcpyDeviceToHost));
+        std::vector<long long> hw = h, cw = c;
+        if (mode >= 2) { // only warp 0 of each CTA reads the hot bytes
+          hw.clear();
+          cw.clear();
+          for (int i = 0; i < warps; i += 4) {
+            hw.push_back(h[i]);
+            cw.push_back(c[i]);
+          }
+        }
+        std::printf("%s, %d streaming loads per lane before: hot bytes after "
+                    "%lld cycles (median of %zu warps, max %lld), the "
+                    "streaming loads' after %lld\n",
+                    modeNames[mode], befores[b], median(hw), hw.size(),
+                    *std::max_element(hw.begin(), hw.end()), median(cw));
+      }
   return 0;
 }

@@ -60,6 +60,43 @@ __global__ void __launch_bounds__(512)
   streamBody(w, n16, out);
 }
 
+/// Shared-memory address of p, and the mbarrier and bulk-copy (TMA)
+/// instructions the probes' asynchronous copies complete on (PTX ISA,
+/// "mbarrier" and "cp.async.bulk").
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarInit(uint64_t *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
+               "r"(count));
+}
+__device__ __forceinline__ void mbarExpectTx(uint64_t *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   smemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarArrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbarWait(uint64_t *bar, unsigned parity) {
+  asm volatile("{\n"
+               ".reg .pred p;\n"
+               "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra W;\n"
+               "}" ::"r"(smemAddr(bar)),
+               "r"(parity)
+               : "memory");
+}
+__device__ __forceinline__ void bulkCopy(void *dst, const void *src,
+                                         unsigned bytes, uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+               "bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(smemAddr(bar))
+               : "memory");
+}
+
 /// Selects GPU 0, prints its name and returns its multiprocessor count.
 inline int openDevice() {
   CK(cudaSetDevice(0));

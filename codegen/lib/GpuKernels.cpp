@@ -8083,6 +8083,16 @@ static TuningOpt<int> prologueClusterMmaEarlyTiles(
     "rows, so that the input waits behind fewer loads and the fill holds "
     "fewer registers (0-4; tuning)");
 
+static TuningOpt<bool> prologueClusterMmaBulkInput(
+    "gpu-prologue-cluster-mma-bulk-input", false,
+    "The prologue's tensor-core cluster kernel (2-16 tokens) copies the "
+    "step's input rows (the CTA's channel slice of each) into shared memory "
+    "by bulk copies (cp.async.bulk, one per row, completing on an mbarrier) "
+    "issued by warp 0 after the wait for the RMSNorm, instead of 16-byte "
+    "loads by every lane, which return behind the first chunk group's "
+    "weight loads (bench/load_order.cu); the warps then read the rows from "
+    "shared memory and convert them in place (tuning)");
+
 static TuningOpt<bool> prologueClusterMmaAsyncSums(
     "gpu-prologue-cluster-mma-async-sums", true,
     "The prologue's tensor-core cluster kernel (2-16 tokens) sends each "
@@ -8221,7 +8231,19 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
   const bool pairRows = clusterMmaPairRows(s, n, g.warps);
   const int64_t pairWords = clusterMmaPairRowWords(s, n);
-  Value xs = g.shared(k.i32, clusterMmaInputWords(s, n, g.warps));
+  // --gpu-prologue-cluster-mma-bulk-input: the input rows' bulk copies
+  // land in xs (row t's slice at byte 2 t slice, before the conversion
+  // overwrites them), completing on inBar.
+  const bool bulkInput = prologueClusterMmaBulkInput;
+  const int64_t xsWords = clusterMmaInputWords(s, n, g.warps);
+  assert((!bulkInput || 4 * xsWords >= 2 * kClusterMmaTokens * slice) &&
+         "the input rows' bulk copies must fit in xs");
+  Value xsSpace = bulkInput ? g.sharedSpace(k.i32, xsWords, 128) : Value();
+  Value xs = bulkInput
+                 ? LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, xsSpace)
+                       .getResult()
+                 : g.shared(k.i32, xsWords);
+  Value inBar = bulkInput ? g.sharedSpace(k.i64, 1, 8) : Value();
   Value downs = g.shared(k.f32, kClusterMmaTokens);
   Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
@@ -8330,10 +8352,43 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                        k.b, k.loc, k.i32, k.imul(tokens, k.c(4 * n * kTileN)))
                 .getResult();
           });
+    if (bulkInput)
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+        NVVM::MBarrierInitOp::create(k.b, k.loc, inBar, g.ci32(1), Value());
+        NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+      });
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
     if (earlyGroup) {
       raw0 = loadGroup(k.c(0), 0, earlyTiles);
       g.gridDependencyWait(/*clobber=*/true);
+    }
+    // The input's bulk copies: thread 0's arrival expects the step's rows'
+    // bytes, lane t of warp 0 copies row t (the barrier's init is visible
+    // to every thread after the CTA barrier).
+    if (bulkInput) {
+      g.sync();
+      k.ifThen(g.eq(g.warp, k.c(0)), [&] {
+        k.ifThen(g.eq(g.lane, k.c(0)), [&] {
+          Value bytes = arith::IndexCastOp::create(k.b, k.loc, k.i32,
+                                                   k.imul(T, k.c(2 * slice)));
+          NVVM::MBarrierArriveExpectTxOp::create(k.b, k.loc, Type(), inBar,
+                                                 bytes, NVVM::MemScopeKind::CTA,
+                                                 /*relaxed=*/false, Value());
+        });
+        k.ifThen(k.icmp(CmpI::ult, g.lane, T), [&] {
+          Value src = LLVM::AddrSpaceCastOp::create(
+              k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 1),
+              k.gep(b.in, k.iadd(k.imul(g.lane, k.c(s.hidden)), c0), k.i16));
+          Value dst = LLVM::GEPOp::create(
+              k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 3),
+              k.b.getI8Type(), xsSpace,
+              ValueRange{k.toI64(k.imul(g.lane, k.c(2 * slice)))});
+          // As a shared::cluster address (the form PTX 8.0 has).
+          dst = LLVM::AddrSpaceCastOp::create(k.b, k.loc, clusterPtr, dst);
+          NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+              k.b, k.loc, dst, src, inBar, g.ci32(2 * slice), Value(), Value());
+        });
+      });
     }
     // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
     // fill, group i + N in the loop's step i (rolling: groups 1..N before
@@ -8354,7 +8409,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     SmallVector<SmallVector<Value>> raws(rowsPerWarp);
     auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
     auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
-    for (int64_t j = 0; j < rowsPerWarp; ++j) {
+    for (int64_t j = 0; !bulkInput && j < rowsPerWarp; ++j) {
       Value t = rowOf(j);
       for (int64_t p = 0; p < perLane; ++p)
         raws[j].push_back(g.ifElse(
@@ -8374,6 +8429,25 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       SmallVector<SmallVector<Value>> rest = loadGroup(k.c(0), earlyTiles);
       for (int64_t c = 0; c < u; ++c)
         raw0[c].append(rest[c].begin(), rest[c].end());
+    }
+    // With the bulk copies: the same pieces from xs once they have landed.
+    if (bulkInput) {
+      waitSumsBarrier(k, inBar);
+      for (int64_t j = 0; j < rowsPerWarp; ++j) {
+        Value t = rowOf(j);
+        for (int64_t p = 0; p < perLane; ++p)
+          raws[j].push_back(g.ifElse(
+              k.icmp(CmpI::ult, t, T), {v4i32},
+              [&]() -> SmallVector<Value> {
+                Value at = k.iadd(k.imul(t, k.c(slice / 2)),
+                                  k.imul(pieceOf(p), k.c(4)));
+                return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                             k.gep(xs, at, k.i32), 16)};
+              },
+              [&]() -> SmallVector<Value> {
+                return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
+              })[0]);
+      }
     }
     // Row j's f16 words (perLane x 4, piece-major) times its 2^s_t, whose
     // 2^-s_t lane 0 stores into downs.
@@ -8441,7 +8515,14 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     SmallVector<SmallVector<Value>> conv(rowsPerWarp);
     for (int64_t j = 0; j < rowsPerWarp; ++j) {
       conv[j] = convertRow(j);
-      if (!pairRows)
+      if (!pairRows && !bulkInput)
+        storeRow(j, conv[j]);
+    }
+    // With the bulk copies, every warp has read its rows from xs before
+    // any overwrites them.
+    if (bulkInput) {
+      g.sync();
+      for (int64_t j = 0; !pairRows && j < rowsPerWarp; ++j)
         storeRow(j, conv[j]);
     }
     for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j)
