@@ -7549,6 +7549,15 @@ static TuningOpt<bool> prologueClusterAsyncSums(
     "barrier (on an H100 M3's one-token prologue took 22.5 / 23.9 us "
     "against 22.9 / 24.3; docs/perf.md, forty-fourth session; tuning)");
 
+static TuningOpt<bool> prologueClusterBulkInput(
+    "gpu-prologue-cluster-bulk-input", false,
+    "The one-token prologue cluster kernel copies the CTA's slice of the "
+    "input row into shared memory by one bulk copy (cp.async.bulk, "
+    "completing on an mbarrier) after the wait for the RMSNorm, and its "
+    "warps read it from there, instead of every warp loading it from "
+    "global memory behind its first round of weight loads "
+    "(bench/load_order.cu; not with --gpu-prologue-cluster-ring; tuning)");
+
 static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
     "gpu-prologue-cluster-epilogue-loads-first", true,
     "The prologue's cluster kernels (1-16 tokens, with their sums by "
@@ -7791,11 +7800,21 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     g.gridDependencyWait();
   const bool asyncSums = prologueClusterAsyncSums;
   Value sumsBar = asyncSums ? g.sharedSpace(k.i64, 1, 8) : Value();
+  // --gpu-prologue-cluster-bulk-input: the CTA's slice of the input row,
+  // copied by cp.async.bulk into xBuf, completing on inBar.
+  const bool bulkInput = prologueClusterBulkInput && !ringStages;
+  Value xBuf = bulkInput ? g.sharedSpace(k.i16, slice, 128) : Value();
+  Value inBar = bulkInput ? g.sharedSpace(k.i64, 1, 8) : Value();
   auto body = [&] {
     if (early) {
       startRing();
       g.gridDependencyWait();
     }
+    if (bulkInput)
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+        NVVM::MBarrierInitOp::create(k.b, k.loc, inBar, g.ci32(1), Value());
+        NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+      });
     // --gpu-prologue-cluster-async-sums: the leader expects every CTA's
     // kTileN sums (4 bytes each).
     if (asyncSums)
@@ -7867,10 +7886,32 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
       loadRound(k.c(0), rows0, raw0);
       g.gridDependencyWait();
     }
-    // The input row, written by the RMSNorm: the lane's 8 values per step.
+    // The input row, written by the RMSNorm: the lane's 8 values per step
+    // (with the bulk copy, from xBuf once thread 0's copy has landed; the
+    // CTA barrier makes inBar's init visible to every thread).
+    Value xBase = b.in, xAt = c0;
+    if (bulkInput) {
+      g.sync();
+      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
+        NVVM::MBarrierArriveExpectTxOp::create(
+            k.b, k.loc, Type(), inBar, g.ci32(2 * slice),
+            NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
+        Value src = LLVM::AddrSpaceCastOp::create(
+            k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 1),
+            k.gep(b.in, k.imul(rank, k.c(slice)), k.i16));
+        // As a shared::cluster address (the form PTX 8.0 has).
+        Value dst = LLVM::AddrSpaceCastOp::create(
+            k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 7), xBuf);
+        NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+            k.b, k.loc, dst, src, inBar, g.ci32(2 * slice), Value(), Value());
+      });
+      waitSumsBarrier(k, inBar);
+      xBase = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, xBuf);
+      xAt = k.imul(g.lane, k.c(8));
+    }
     SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < steps; ++j)
-      xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
+      xs.push_back(g.load8(xBase, k.iadd(xAt, k.c(j * kWarp * 8)), s.act));
     auto f32x2 = VectorType::get({2}, k.f32);
     auto f16x2 = VectorType::get({2}, k.b.getF16Type());
     // The warp's sum of row `row` from its raw words (a word pair per
