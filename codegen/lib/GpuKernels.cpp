@@ -7549,15 +7549,6 @@ static TuningOpt<bool> prologueClusterAsyncSums(
     "barrier (on an H100 M3's one-token prologue took 22.5 / 23.9 us "
     "against 22.9 / 24.3; docs/perf.md, forty-fourth session; tuning)");
 
-static TuningOpt<bool> prologueClusterBulkInput(
-    "gpu-prologue-cluster-bulk-input", false,
-    "The one-token prologue cluster kernel copies the CTA's slice of the "
-    "input row into shared memory by one bulk copy (cp.async.bulk, "
-    "completing on an mbarrier) after the wait for the RMSNorm, and its "
-    "warps read it from there, instead of every warp loading it from "
-    "global memory behind its first round of weight loads "
-    "(bench/load_order.cu; not with --gpu-prologue-cluster-ring; tuning)");
-
 static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
     "gpu-prologue-cluster-epilogue-loads-first", true,
     "The prologue's cluster kernels (1-16 tokens, with their sums by "
@@ -7800,21 +7791,11 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     g.gridDependencyWait();
   const bool asyncSums = prologueClusterAsyncSums;
   Value sumsBar = asyncSums ? g.sharedSpace(k.i64, 1, 8) : Value();
-  // --gpu-prologue-cluster-bulk-input: the CTA's slice of the input row,
-  // copied by cp.async.bulk into xBuf, completing on inBar.
-  const bool bulkInput = prologueClusterBulkInput && !ringStages;
-  Value xBuf = bulkInput ? g.sharedSpace(k.i16, slice, 128) : Value();
-  Value inBar = bulkInput ? g.sharedSpace(k.i64, 1, 8) : Value();
   auto body = [&] {
     if (early) {
       startRing();
       g.gridDependencyWait();
     }
-    if (bulkInput)
-      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
-        NVVM::MBarrierInitOp::create(k.b, k.loc, inBar, g.ci32(1), Value());
-        NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
-      });
     // --gpu-prologue-cluster-async-sums: the leader expects every CTA's
     // kTileN sums (4 bytes each).
     if (asyncSums)
@@ -7886,32 +7867,10 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
       loadRound(k.c(0), rows0, raw0);
       g.gridDependencyWait();
     }
-    // The input row, written by the RMSNorm: the lane's 8 values per step
-    // (with the bulk copy, from xBuf once thread 0's copy has landed; the
-    // CTA barrier makes inBar's init visible to every thread).
-    Value xBase = b.in, xAt = c0;
-    if (bulkInput) {
-      g.sync();
-      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
-        NVVM::MBarrierArriveExpectTxOp::create(
-            k.b, k.loc, Type(), inBar, g.ci32(2 * slice),
-            NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
-        Value src = LLVM::AddrSpaceCastOp::create(
-            k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 1),
-            k.gep(b.in, k.imul(rank, k.c(slice)), k.i16));
-        // As a shared::cluster address (the form PTX 8.0 has).
-        Value dst = LLVM::AddrSpaceCastOp::create(
-            k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 7), xBuf);
-        NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
-            k.b, k.loc, dst, src, inBar, g.ci32(2 * slice), Value(), Value());
-      });
-      waitSumsBarrier(k, inBar);
-      xBase = LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, xBuf);
-      xAt = k.imul(g.lane, k.c(8));
-    }
+    // The input row, written by the RMSNorm: the lane's 8 values per step.
     SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < steps; ++j)
-      xs.push_back(g.load8(xBase, k.iadd(xAt, k.c(j * kWarp * 8)), s.act));
+      xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
     auto f32x2 = VectorType::get({2}, k.f32);
     auto f16x2 = VectorType::get({2}, k.b.getF16Type());
     // The warp's sum of row `row` from its raw words (a word pair per
@@ -8117,22 +8076,14 @@ static TuningOpt<bool> prologueClusterMmaRolling(
     "docs/perf.md, forty-third session; tuning)");
 
 static TuningOpt<int> prologueClusterMmaEarlyTiles(
-    "gpu-prologue-cluster-mma-early-tiles", 4,
+    "gpu-prologue-cluster-mma-early-tiles", 2,
     "With --gpu-prologue-cluster-mma-early: how many of a warp's 4 weight "
     "tiles have their first chunk group's loads issued before the wait for "
     "the RMSNorm; the others' go out after the loads of the step's input "
     "rows, so that the input waits behind fewer loads and the fill holds "
-    "fewer registers (0-4; tuning)");
-
-static TuningOpt<bool> prologueClusterMmaBulkInput(
-    "gpu-prologue-cluster-mma-bulk-input", false,
-    "The prologue's tensor-core cluster kernel (2-16 tokens) copies the "
-    "step's input rows (the CTA's channel slice of each) into shared memory "
-    "by bulk copies (cp.async.bulk, one per row, completing on an mbarrier) "
-    "issued by warp 0 after the wait for the RMSNorm, instead of 16-byte "
-    "loads by every lane, which return behind the first chunk group's "
-    "weight loads (bench/load_order.cu); the warps then read the rows from "
-    "shared memory and convert them in place (tuning)");
+    "fewer registers (0-4; on an H100 M3's dense prologue took 23.6 / 24.0 "
+    "/ 24.9 us at 2 / 8 / 16 tokens with 2, against 23.8 / 24.7 / 26.3 "
+    "with all 4; docs/perf.md, forty-fifth session; tuning)");
 
 static TuningOpt<bool> prologueClusterMmaAsyncSums(
     "gpu-prologue-cluster-mma-async-sums", true,
@@ -8244,8 +8195,10 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
 /// the N slots in rank order and runs prologueRowEpilogue: up to 16
 /// epilogues in parallel over the cluster.
 /// With --gpu-prologue-cluster-mma-early (default) the kernel's steps
-/// issue chunk group 0's weight loads before griddepcontrol.wait, so that
-/// they overlap the RMSNorm before it; with
+/// issue chunk group 0's weight loads of each warp's first two tiles
+/// (--gpu-prologue-cluster-mma-early-tiles) before griddepcontrol.wait, so
+/// that they overlap the RMSNorm before it, and the other two tiles' right
+/// after the loads of the step's input rows; with
 /// --gpu-prologue-cluster-mma-rolling (default) each tile's loads of the
 /// next group go out as soon as its words of the current one are
 /// converted. On the H200 (docs/perf.md, forty-third session) M3's
@@ -8272,19 +8225,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
   const bool pairRows = clusterMmaPairRows(s, n, g.warps);
   const int64_t pairWords = clusterMmaPairRowWords(s, n);
-  // --gpu-prologue-cluster-mma-bulk-input: the input rows' bulk copies
-  // land in xs (row t's slice at byte 2 t slice, before the conversion
-  // overwrites them), completing on inBar.
-  const bool bulkInput = prologueClusterMmaBulkInput;
-  const int64_t xsWords = clusterMmaInputWords(s, n, g.warps);
-  assert((!bulkInput || 4 * xsWords >= 2 * kClusterMmaTokens * slice) &&
-         "the input rows' bulk copies must fit in xs");
-  Value xsSpace = bulkInput ? g.sharedSpace(k.i32, xsWords, 128) : Value();
-  Value xs = bulkInput
-                 ? LLVM::AddrSpaceCastOp::create(k.b, k.loc, k.ptrT, xsSpace)
-                       .getResult()
-                 : g.shared(k.i32, xsWords);
-  Value inBar = bulkInput ? g.sharedSpace(k.i64, 1, 8) : Value();
+  Value xs = g.shared(k.i32, clusterMmaInputWords(s, n, g.warps));
   Value downs = g.shared(k.f32, kClusterMmaTokens);
   Value recv = g.sharedSpace(k.f32, n * local * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
@@ -8393,43 +8334,10 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                        k.b, k.loc, k.i32, k.imul(tokens, k.c(4 * n * kTileN)))
                 .getResult();
           });
-    if (bulkInput)
-      k.ifThen(g.eq(g.tid, k.c(0)), [&] {
-        NVVM::MBarrierInitOp::create(k.b, k.loc, inBar, g.ci32(1), Value());
-        NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
-      });
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
     if (earlyGroup) {
       raw0 = loadGroup(k.c(0), 0, earlyTiles);
       g.gridDependencyWait(/*clobber=*/true);
-    }
-    // The input's bulk copies: thread 0's arrival expects the step's rows'
-    // bytes, lane t of warp 0 copies row t (the barrier's init is visible
-    // to every thread after the CTA barrier).
-    if (bulkInput) {
-      g.sync();
-      k.ifThen(g.eq(g.warp, k.c(0)), [&] {
-        k.ifThen(g.eq(g.lane, k.c(0)), [&] {
-          Value bytes = arith::IndexCastOp::create(k.b, k.loc, k.i32,
-                                                   k.imul(T, k.c(2 * slice)));
-          NVVM::MBarrierArriveExpectTxOp::create(k.b, k.loc, Type(), inBar,
-                                                 bytes, NVVM::MemScopeKind::CTA,
-                                                 /*relaxed=*/false, Value());
-        });
-        k.ifThen(k.icmp(CmpI::ult, g.lane, T), [&] {
-          Value src = LLVM::AddrSpaceCastOp::create(
-              k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 1),
-              k.gep(b.in, k.iadd(k.imul(g.lane, k.c(s.hidden)), c0), k.i16));
-          Value dst = LLVM::GEPOp::create(
-              k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext(), 3),
-              k.b.getI8Type(), xsSpace,
-              ValueRange{k.toI64(k.imul(g.lane, k.c(2 * slice)))});
-          // As a shared::cluster address (the form PTX 8.0 has).
-          dst = LLVM::AddrSpaceCastOp::create(k.b, k.loc, clusterPtr, dst);
-          NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
-              k.b, k.loc, dst, src, inBar, g.ci32(2 * slice), Value(), Value());
-        });
-      });
     }
     // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
     // fill, group i + N in the loop's step i (rolling: groups 1..N before
@@ -8450,7 +8358,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     SmallVector<SmallVector<Value>> raws(rowsPerWarp);
     auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
     auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
-    for (int64_t j = 0; !bulkInput && j < rowsPerWarp; ++j) {
+    for (int64_t j = 0; j < rowsPerWarp; ++j) {
       Value t = rowOf(j);
       for (int64_t p = 0; p < perLane; ++p)
         raws[j].push_back(g.ifElse(
@@ -8470,25 +8378,6 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       SmallVector<SmallVector<Value>> rest = loadGroup(k.c(0), earlyTiles);
       for (int64_t c = 0; c < u; ++c)
         raw0[c].append(rest[c].begin(), rest[c].end());
-    }
-    // With the bulk copies: the same pieces from xs once they have landed.
-    if (bulkInput) {
-      waitSumsBarrier(k, inBar);
-      for (int64_t j = 0; j < rowsPerWarp; ++j) {
-        Value t = rowOf(j);
-        for (int64_t p = 0; p < perLane; ++p)
-          raws[j].push_back(g.ifElse(
-              k.icmp(CmpI::ult, t, T), {v4i32},
-              [&]() -> SmallVector<Value> {
-                Value at = k.iadd(k.imul(t, k.c(slice / 2)),
-                                  k.imul(pieceOf(p), k.c(4)));
-                return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
-                                             k.gep(xs, at, k.i32), 16)};
-              },
-              [&]() -> SmallVector<Value> {
-                return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
-              })[0]);
-      }
     }
     // Row j's f16 words (perLane x 4, piece-major) times its 2^s_t, whose
     // 2^-s_t lane 0 stores into downs.
@@ -8556,14 +8445,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     SmallVector<SmallVector<Value>> conv(rowsPerWarp);
     for (int64_t j = 0; j < rowsPerWarp; ++j) {
       conv[j] = convertRow(j);
-      if (!pairRows && !bulkInput)
-        storeRow(j, conv[j]);
-    }
-    // With the bulk copies, every warp has read its rows from xs before
-    // any overwrites them.
-    if (bulkInput) {
-      g.sync();
-      for (int64_t j = 0; !pairRows && j < rowsPerWarp; ++j)
+      if (!pairRows)
         storeRow(j, conv[j]);
     }
     for (int64_t j = 0; pairRows && j < 8 / g.warps; ++j)
