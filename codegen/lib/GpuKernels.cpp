@@ -7549,6 +7549,14 @@ static TuningOpt<bool> prologueClusterAsyncSums(
     "barrier (on an H100 M3's one-token prologue took 22.5 / 23.9 us "
     "against 22.9 / 24.3; docs/perf.md, forty-fourth session; tuning)");
 
+static TuningOpt<int> prologueClusterEarlyRows(
+    "gpu-prologue-cluster-early-rows", 4,
+    "With --gpu-prologue-cluster-early-round: how many of a warp's first "
+    "--gpu-prologue-cluster-rows rows have their loads issued before the "
+    "wait for the RMSNorm; the others' go out after the input row's loads, "
+    "so that the input waits behind fewer loads (as "
+    "--gpu-prologue-cluster-mma-early-tiles does at 2-16 tokens; tuning)");
+
 static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
     "gpu-prologue-cluster-epilogue-loads-first", true,
     "The prologue's cluster kernels (1-16 tokens, with their sums by "
@@ -7843,34 +7851,45 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     };
     for (int64_t a = 0; a < ahead; ++a)
       prefetchRound(k.c(a));
-    // Round `it`'s rows of this warp and their raw weight words.
+    // Round `it`'s rows [firstRow, endRow) of this warp (all of them by
+    // default) and their raw weight words, appended to rows and raw.
     auto loadRound = [&](Value it, SmallVector<Value> &rows,
-                         SmallVector<SmallVector<GK::WeightRaw>> &raw) {
-      raw.assign(rowsAtOnce, {});
-      for (int64_t i = 0; i < rowsAtOnce; ++i) {
+                         SmallVector<SmallVector<GK::WeightRaw>> &raw,
+                         int64_t firstRow = 0, int64_t endRow = -1) {
+      if (endRow < 0)
+        endRow = rowsAtOnce;
+      for (int64_t i = firstRow; i < endRow; ++i) {
         rows.push_back(k.iadd(k.imul(it, k.c(perRound)),
                               k.iadd(k.c(i * g.warps), g.warp)));
-        Value at = k.iadd(first, k.iadd(k.imul(rows[i], k.c(s.hidden)), c0));
+        raw.emplace_back();
+        Value at =
+            k.iadd(first, k.iadd(k.imul(rows.back(), k.c(s.hidden)), c0));
         for (int64_t j = 0; j < steps; ++j) {
           GK::WeightRaw r; // the payload only (the scale: on the sum)
           r.words.push_back(LLVM::LoadOp::create(
               k.b, k.loc, VectorType::get({2}, k.i32),
               k.gep(w.base, k.iadd(at, k.c(j * kWarp * 8)), k.b.getI8Type()),
               /*alignment=*/8));
-          raw[i].push_back(r);
+          raw.back().push_back(r);
         }
       }
     };
     SmallVector<Value> rows0;
     SmallVector<SmallVector<GK::WeightRaw>> raw0;
+    // --gpu-prologue-cluster-early-rows: the first N rows of round 0
+    // before the wait, the others after the input row's loads.
+    const int64_t earlyRows =
+        std::clamp<int64_t>(prologueClusterEarlyRows, 1, rowsAtOnce);
     if (earlyRound) {
-      loadRound(k.c(0), rows0, raw0);
+      loadRound(k.c(0), rows0, raw0, 0, earlyRows);
       g.gridDependencyWait();
     }
     // The input row, written by the RMSNorm: the lane's 8 values per step.
     SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < steps; ++j)
       xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
+    if (earlyRound && earlyRows < rowsAtOnce)
+      loadRound(k.c(0), rows0, raw0, earlyRows);
     auto f32x2 = VectorType::get({2}, k.f32);
     auto f16x2 = VectorType::get({2}, k.b.getF16Type());
     // The warp's sum of row `row` from its raw words (a word pair per
