@@ -1,6 +1,6 @@
-// Shared pieces of the GPU measurement probes (read_floor.cu,
-// row_pattern.cu, cluster_prologue.cu, bulk_prologue.cu, launch_table.cu):
-// error checks, the streaming read kernel they compare against,
+// Shared pieces of the GPU measurement probes in bench/ (directly or
+// through prologue_probe.cuh): error checks, the streaming read kernel
+// they compare against, the mbarrier and bulk-copy instructions,
 // deterministic bytes, and the timing of a launch as msac-run's
 // --graph-range times a range (copies of it captured in one CUDA graph,
 // median over replays of the time per copy). Probes for docs/perf.md, not
