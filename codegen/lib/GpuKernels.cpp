@@ -7143,6 +7143,14 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
 bool prologueSplitOut(msa::AttentionPrologueOp op,
                       const PackedOperands *packed);
 
+static TuningOpt<bool> prologueClusterRopeFirst(
+    "gpu-prologue-cluster-rope-first", false,
+    "The prologue's cluster kernels (1-16 tokens) compute the RoPE "
+    "cosines and sines of a row (which depend on its position only) "
+    "before they wait for the row's sums, instead of after its norm, so "
+    "that the libdevice cosf / sinf calls leave the path from the last "
+    "sums to the cache stores (tuning)");
+
 /// The epilogue of token `t`, global head `gh` (branch `kind`, local head
 /// `head`) from its FP32 projection row in the workspace, for one warp:
 /// lane l holds channels 4 l .. 4 l + 3. The roundings of
@@ -7187,6 +7195,18 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
     for (int64_t e = 0; e < 4; ++e)
       freqs.push_back(k.loadF(b.invFreq, k.iadd(f0, k.c(e)), k.f32));
   }
+  // The rotation's cosines and sines (--gpu-prologue-cluster-rope-first:
+  // before the wait for the sums, else after the norm).
+  SmallVector<Value> cosines, sines;
+  auto trig = [&] {
+    for (int64_t e = 0; e < 4; ++e) {
+      Value angle = k.mul(p, freqs[e]);
+      cosines.push_back(math::CosOp::create(k.b, k.loc, angle));
+      sines.push_back(math::SinOp::create(k.b, k.loc, angle));
+    }
+  };
+  if (normed && given && prologueClusterRopeFirst)
+    trig();
   // Part 0's sums: where part 1 started before part 0 finished
   // (GK::declareProgrammatic), once it has.
   if (g.programmatic && !given)
@@ -7227,6 +7247,7 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
     for (int64_t e = 0; e < 4; ++e)
       vals[e] = g.roundTo(
           rmsNormValue(k, vals[e], inv, weights[e], op.getUnitOffset()), s.act);
+    const bool early = !cosines.empty();
     for (int64_t e = 0; e < 4; ++e) {
       auto shuffle = [&](gpu::ShuffleMode mode) {
         return gpu::ShuffleOp::create(k.b, k.loc, vals[e],
@@ -7236,9 +7257,14 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
       };
       Value above = shuffle(gpu::ShuffleMode::DOWN); // lane + half / 4
       Value below = shuffle(gpu::ShuffleMode::UP);   // lane - half / 4
-      Value angle = k.mul(p, freqs[e]);
-      Value cs = math::CosOp::create(k.b, k.loc, angle);
-      Value sn = math::SinOp::create(k.b, k.loc, angle);
+      Value cs, sn;
+      if (early) {
+        cs = cosines[e], sn = sines[e];
+      } else {
+        Value angle = k.mul(p, freqs[e]);
+        cs = math::CosOp::create(k.b, k.loc, angle);
+        sn = math::SinOp::create(k.b, k.loc, angle);
+      }
       Value a = k.select(low, vals[e], below);
       Value bb = k.select(low, above, vals[e]);
       Value ra = g.roundTo(k.sub(k.mul(a, cs), k.mul(bb, sn)), s.act);
