@@ -7701,6 +7701,47 @@ void waitSumsBarrier(KB &k, Value bar) {
       ArrayAttr());
 }
 
+static TuningOpt<bool> prologueClusterVectorSums(
+    "gpu-prologue-cluster-vector-sums", false,
+    "The prologue's cluster kernels (1-16 tokens) read each rank's 4 "
+    "sums of a lane from the leader's shared memory with one 16-byte load "
+    "instead of 4 (the same additions in the same order; tuning)");
+
+/// The 4 FP32 sums of channels `first` .. `first` + 3 (`first` a multiple
+/// of 4) of the shared array `sums` (16-byte aligned), each added over the
+/// cluster's `n` ranks, whose slots are `stride` floats apart, in rank
+/// order: one 16-byte load per rank with --gpu-prologue-cluster-vector-sums,
+/// else 4 loads of 4 bytes.
+SmallVector<Value> addRankSums(GK &g, Value sums, Value first, int64_t n,
+                               int64_t stride) {
+  KB &k = g.k;
+  SmallVector<Value> total;
+  if (!prologueClusterVectorSums) {
+    for (int64_t e = 0; e < 4; ++e) {
+      Value c = k.iadd(first, k.c(e));
+      Value sum = k.loadF(sums, c, k.f32);
+      for (int64_t r = 1; r < n; ++r)
+        sum = k.add(sum, k.loadF(sums, k.iadd(c, k.c(r * stride)), k.f32));
+      total.push_back(sum);
+    }
+    return total;
+  }
+  auto v4 = VectorType::get({4}, k.f32);
+  for (int64_t r = 0; r < n; ++r) {
+    Value v = LLVM::LoadOp::create(
+        k.b, k.loc, v4, k.gep(sums, k.iadd(first, k.c(r * stride)), k.f32),
+        /*alignment=*/16);
+    for (int64_t e = 0; e < 4; ++e) {
+      Value x = LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e));
+      if (r == 0)
+        total.push_back(x);
+      else
+        total[e] = k.add(total[e], x);
+    }
+  }
+  return total;
+}
+
 /// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
 /// read in place; part 2, launched at T = 1 only, where parts 0, 1 and 3
 /// are not):
@@ -8038,16 +8079,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
         prologueRowEpilogue(g, s, b, kind, head, k.c(0), gh, T, [&] {
           if (loadsFirst)
             waitSumsBarrier(k, sumsBar);
-          SmallVector<Value> v;
-          for (int64_t e = 0; e < 4; ++e) {
-            Value c = k.iadd(k.imul(g.lane, k.c(4)), k.c(e));
-            Value total = k.loadF(sums, c, k.f32);
-            for (int64_t r = 1; r < n; ++r)
-              total = k.add(total,
-                            k.loadF(sums, k.iadd(c, k.c(r * kTileN)), k.f32));
-            v.push_back(total);
-          }
-          return v;
+          return addRankSums(g, sums, k.imul(g.lane, k.c(4)), n, kTileN);
         });
       });
     });
@@ -8698,19 +8730,10 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
               if (loadsFirst)
                 waitSumsBarrier(k, sumsBar);
-              SmallVector<Value> v;
-              for (int64_t e = 0; e < 4; ++e) {
-                Value c = k.iadd(
-                    k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
-                    k.c(e));
-                Value total = k.loadF(sums, c, k.f32);
-                for (int64_t r = 1; r < n; ++r)
-                  total = k.add(
-                      total,
-                      k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)), k.f32));
-                v.push_back(total);
-              }
-              return v;
+              return addRankSums(
+                  g, sums,
+                  k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
+                  n, local * kTileN);
             });
           });
         });
