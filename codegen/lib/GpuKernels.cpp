@@ -7143,14 +7143,6 @@ void prologueEpilogue(GK &g, const PrologueShape &s, const PrologueBuffers &b,
 bool prologueSplitOut(msa::AttentionPrologueOp op,
                       const PackedOperands *packed);
 
-static TuningOpt<bool> prologueClusterRopeFirst(
-    "gpu-prologue-cluster-rope-first", false,
-    "The prologue's cluster kernels (1-16 tokens) compute the RoPE "
-    "cosines and sines of a row (which depend on its position only) "
-    "before they wait for the row's sums, instead of after its norm, so "
-    "that the libdevice cosf / sinf calls leave the path from the last "
-    "sums to the cache stores (tuning)");
-
 /// The epilogue of token `t`, global head `gh` (branch `kind`, local head
 /// `head`) from its FP32 projection row in the workspace, for one warp:
 /// lane l holds channels 4 l .. 4 l + 3. The roundings of
@@ -7195,18 +7187,6 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
     for (int64_t e = 0; e < 4; ++e)
       freqs.push_back(k.loadF(b.invFreq, k.iadd(f0, k.c(e)), k.f32));
   }
-  // The rotation's cosines and sines (--gpu-prologue-cluster-rope-first:
-  // before the wait for the sums, else after the norm).
-  SmallVector<Value> cosines, sines;
-  auto trig = [&] {
-    for (int64_t e = 0; e < 4; ++e) {
-      Value angle = k.mul(p, freqs[e]);
-      cosines.push_back(math::CosOp::create(k.b, k.loc, angle));
-      sines.push_back(math::SinOp::create(k.b, k.loc, angle));
-    }
-  };
-  if (normed && given && prologueClusterRopeFirst)
-    trig();
   // Part 0's sums: where part 1 started before part 0 finished
   // (GK::declareProgrammatic), once it has.
   if (g.programmatic && !given)
@@ -7247,7 +7227,6 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
     for (int64_t e = 0; e < 4; ++e)
       vals[e] = g.roundTo(
           rmsNormValue(k, vals[e], inv, weights[e], op.getUnitOffset()), s.act);
-    const bool early = !cosines.empty();
     for (int64_t e = 0; e < 4; ++e) {
       auto shuffle = [&](gpu::ShuffleMode mode) {
         return gpu::ShuffleOp::create(k.b, k.loc, vals[e],
@@ -7257,14 +7236,9 @@ void prologueRowEpilogue(GK &g, const PrologueShape &s,
       };
       Value above = shuffle(gpu::ShuffleMode::DOWN); // lane + half / 4
       Value below = shuffle(gpu::ShuffleMode::UP);   // lane - half / 4
-      Value cs, sn;
-      if (early) {
-        cs = cosines[e], sn = sines[e];
-      } else {
-        Value angle = k.mul(p, freqs[e]);
-        cs = math::CosOp::create(k.b, k.loc, angle);
-        sn = math::SinOp::create(k.b, k.loc, angle);
-      }
+      Value angle = k.mul(p, freqs[e]);
+      Value cs = math::CosOp::create(k.b, k.loc, angle);
+      Value sn = math::SinOp::create(k.b, k.loc, angle);
       Value a = k.select(low, vals[e], below);
       Value bb = k.select(low, above, vals[e]);
       Value ra = g.roundTo(k.sub(k.mul(a, cs), k.mul(bb, sn)), s.act);
@@ -7575,14 +7549,6 @@ static TuningOpt<bool> prologueClusterAsyncSums(
     "barrier (on an H100 M3's one-token prologue took 22.5 / 23.9 us "
     "against 22.9 / 24.3; docs/perf.md, forty-fourth session; tuning)");
 
-static TuningOpt<int> prologueClusterEarlyRows(
-    "gpu-prologue-cluster-early-rows", 4,
-    "With --gpu-prologue-cluster-early-round: how many of a warp's first "
-    "--gpu-prologue-cluster-rows rows have their loads issued before the "
-    "wait for the RMSNorm; the others' go out after the input row's loads, "
-    "so that the input waits behind fewer loads (as "
-    "--gpu-prologue-cluster-mma-early-tiles does at 2-16 tokens; tuning)");
-
 static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
     "gpu-prologue-cluster-epilogue-loads-first", true,
     "The prologue's cluster kernels (1-16 tokens, with their sums by "
@@ -7699,47 +7665,6 @@ void waitSumsBarrier(KB &k, Value bar) {
       LLVM::tailcallkind::TailCallKind::None,
       LLVM::AsmDialectAttr::get(k.b.getContext(), LLVM::AsmDialect::AD_ATT),
       ArrayAttr());
-}
-
-static TuningOpt<bool> prologueClusterVectorSums(
-    "gpu-prologue-cluster-vector-sums", false,
-    "The prologue's cluster kernels (1-16 tokens) read each rank's 4 "
-    "sums of a lane from the leader's shared memory with one 16-byte load "
-    "instead of 4 (the same additions in the same order; tuning)");
-
-/// The 4 FP32 sums of channels `first` .. `first` + 3 (`first` a multiple
-/// of 4) of the shared array `sums` (16-byte aligned), each added over the
-/// cluster's `n` ranks, whose slots are `stride` floats apart, in rank
-/// order: one 16-byte load per rank with --gpu-prologue-cluster-vector-sums,
-/// else 4 loads of 4 bytes.
-SmallVector<Value> addRankSums(GK &g, Value sums, Value first, int64_t n,
-                               int64_t stride) {
-  KB &k = g.k;
-  SmallVector<Value> total;
-  if (!prologueClusterVectorSums) {
-    for (int64_t e = 0; e < 4; ++e) {
-      Value c = k.iadd(first, k.c(e));
-      Value sum = k.loadF(sums, c, k.f32);
-      for (int64_t r = 1; r < n; ++r)
-        sum = k.add(sum, k.loadF(sums, k.iadd(c, k.c(r * stride)), k.f32));
-      total.push_back(sum);
-    }
-    return total;
-  }
-  auto v4 = VectorType::get({4}, k.f32);
-  for (int64_t r = 0; r < n; ++r) {
-    Value v = LLVM::LoadOp::create(
-        k.b, k.loc, v4, k.gep(sums, k.iadd(first, k.c(r * stride)), k.f32),
-        /*alignment=*/16);
-    for (int64_t e = 0; e < 4; ++e) {
-      Value x = LLVM::ExtractElementOp::create(k.b, k.loc, v, g.ci32(e));
-      if (r == 0)
-        total.push_back(x);
-      else
-        total[e] = k.add(total[e], x);
-    }
-  }
-  return total;
 }
 
 /// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
@@ -7918,45 +7843,34 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     };
     for (int64_t a = 0; a < ahead; ++a)
       prefetchRound(k.c(a));
-    // Round `it`'s rows [firstRow, endRow) of this warp (all of them by
-    // default) and their raw weight words, appended to rows and raw.
+    // Round `it`'s rows of this warp and their raw weight words.
     auto loadRound = [&](Value it, SmallVector<Value> &rows,
-                         SmallVector<SmallVector<GK::WeightRaw>> &raw,
-                         int64_t firstRow = 0, int64_t endRow = -1) {
-      if (endRow < 0)
-        endRow = rowsAtOnce;
-      for (int64_t i = firstRow; i < endRow; ++i) {
+                         SmallVector<SmallVector<GK::WeightRaw>> &raw) {
+      raw.assign(rowsAtOnce, {});
+      for (int64_t i = 0; i < rowsAtOnce; ++i) {
         rows.push_back(k.iadd(k.imul(it, k.c(perRound)),
                               k.iadd(k.c(i * g.warps), g.warp)));
-        raw.emplace_back();
-        Value at =
-            k.iadd(first, k.iadd(k.imul(rows.back(), k.c(s.hidden)), c0));
+        Value at = k.iadd(first, k.iadd(k.imul(rows[i], k.c(s.hidden)), c0));
         for (int64_t j = 0; j < steps; ++j) {
           GK::WeightRaw r; // the payload only (the scale: on the sum)
           r.words.push_back(LLVM::LoadOp::create(
               k.b, k.loc, VectorType::get({2}, k.i32),
               k.gep(w.base, k.iadd(at, k.c(j * kWarp * 8)), k.b.getI8Type()),
               /*alignment=*/8));
-          raw.back().push_back(r);
+          raw[i].push_back(r);
         }
       }
     };
     SmallVector<Value> rows0;
     SmallVector<SmallVector<GK::WeightRaw>> raw0;
-    // --gpu-prologue-cluster-early-rows: the first N rows of round 0
-    // before the wait, the others after the input row's loads.
-    const int64_t earlyRows =
-        std::clamp<int64_t>(prologueClusterEarlyRows, 1, rowsAtOnce);
     if (earlyRound) {
-      loadRound(k.c(0), rows0, raw0, 0, earlyRows);
+      loadRound(k.c(0), rows0, raw0);
       g.gridDependencyWait();
     }
     // The input row, written by the RMSNorm: the lane's 8 values per step.
     SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < steps; ++j)
       xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
-    if (earlyRound && earlyRows < rowsAtOnce)
-      loadRound(k.c(0), rows0, raw0, earlyRows);
     auto f32x2 = VectorType::get({2}, k.f32);
     auto f16x2 = VectorType::get({2}, k.b.getF16Type());
     // The warp's sum of row `row` from its raw words (a word pair per
@@ -8079,7 +7993,16 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
         prologueRowEpilogue(g, s, b, kind, head, k.c(0), gh, T, [&] {
           if (loadsFirst)
             waitSumsBarrier(k, sumsBar);
-          return addRankSums(g, sums, k.imul(g.lane, k.c(4)), n, kTileN);
+          SmallVector<Value> v;
+          for (int64_t e = 0; e < 4; ++e) {
+            Value c = k.iadd(k.imul(g.lane, k.c(4)), k.c(e));
+            Value total = k.loadF(sums, c, k.f32);
+            for (int64_t r = 1; r < n; ++r)
+              total = k.add(total,
+                            k.loadF(sums, k.iadd(c, k.c(r * kTileN)), k.f32));
+            v.push_back(total);
+          }
+          return v;
         });
       });
     });
@@ -8730,10 +8653,19 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
               if (loadsFirst)
                 waitSumsBarrier(k, sumsBar);
-              return addRankSums(
-                  g, sums,
-                  k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
-                  n, local * kTileN);
+              SmallVector<Value> v;
+              for (int64_t e = 0; e < 4; ++e) {
+                Value c = k.iadd(
+                    k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
+                    k.c(e));
+                Value total = k.loadF(sums, c, k.f32);
+                for (int64_t r = 1; r < n; ++r)
+                  total = k.add(
+                      total,
+                      k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)), k.f32));
+                v.push_back(total);
+              }
+              return v;
             });
           });
         });
