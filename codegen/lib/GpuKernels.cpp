@@ -7566,16 +7566,6 @@ static TuningOpt<bool> prologueClusterEpilogueLoadsFirst(
 /// registers) spilled in the MSA layer's kernel, which then took 22.5 us
 /// at one token instead of 19.6.
 constexpr int64_t kPrologueClusterCtasPerSM = 6;
-/// The two-token kernel's cap (96 registers: both rows' inputs stay in
-/// registers; 5 x 132 CTAs still hold M3's 72 or 77 clusters of 8).
-constexpr int64_t kPrologueClusterDotPairCtasPerSM = 5;
-
-static TuningOpt<bool> prologueClusterDotPairOpt(
-    "gpu-prologue-cluster-dot-pair", false,
-    "Steps of two tokens run the one-token prologue cluster kernel's "
-    "FP32 dot products for both tokens (part 4, capped for 5 CTAs per "
-    "multiprocessor) instead of the tensor-core kernel, which then starts "
-    "at three (needs --gpu-prologue-cluster-max-tokens >= 3; tuning)");
 
 bool prologueClustered(const PrologueShape &s, const PackedOperands *packed) {
   const int64_t n = prologueClusterSize, rows = prologueClusterRows;
@@ -7703,28 +7693,19 @@ void waitSumsBarrier(KB &k, Value bar) {
 /// forty-first session). On the H200 (docs/perf.md, twenty-ninth session) M3's
 /// one-token prologue took 17.1 us (dense layer) and 19.5 us (MSA layer)
 /// in a CUDA graph, against 20.5 and 22.5 us for parts 0 and 1.
-/// With `tokens` = 2 (part 4, --gpu-prologue-cluster-dot-pair) the same
-/// kernel serves steps of exactly two tokens: each lane keeps both input
-/// rows' values and each weight word feeds both tokens' FMAs (the same
-/// products and order as at one token), the CTA sends 2 x kTileN sums,
-/// and the leader's warp t runs token t's epilogue.
-void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
-                           int64_t tokens) {
+void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   KB &k = g.k;
-  assert((tokens == 1 || tokens == 2) && "one or two tokens");
   const int64_t n = prologueClusterSize, rowsAtOnce = prologueClusterRows;
   const int64_t slice = s.hidden / n, steps = slice / (kWarp * 8);
   const int64_t perRound = g.warps * rowsAtOnce;
-  g.declareGrid(g.threads, s.totalHeads * n, n,
-                tokens == 1 ? kPrologueClusterCtasPerSM
-                            : kPrologueClusterDotPairCtasPerSM);
-  g.declareTokens(tokens, tokens);
+  g.declareGrid(g.threads, s.totalHeads * n, n, kPrologueClusterCtasPerSM);
+  g.declareTokens(1, 1);
   if (prologueProgrammatic || programmaticLaunches)
     g.declareProgrammatic();
   PrologueBuffers b(g, s);
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
-  Value own = g.shared(k.f32, tokens * kTileN);
-  Value all = g.sharedSpace(k.f32, n * tokens * kTileN, 16);
+  Value own = g.shared(k.f32, kTileN);
+  Value all = g.sharedSpace(k.f32, n * kTileN, 16);
   auto clusterPtr = LLVM::LLVMPointerType::get(k.b.getContext(), 7);
   // --gpu-prologue-cluster-ring: a ring of `ringStages` stages of
   // `ringRows` weight rows' slices (slice bytes each) in static shared
@@ -7732,8 +7713,8 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
   // bytes; within 40 KB of static shared memory, else registers.
   const int64_t ringRows = prologueClusterRingRows;
   int64_t ringStages = std::max<int64_t>(prologueClusterRing, 0);
-  if (tokens != 1 || ringRows < g.warps || ringRows > kWarp ||
-      ringRows % g.warps != 0 || kTileN % ringRows != 0 || slice % 16 != 0 ||
+  if (ringRows < g.warps || ringRows > kWarp || ringRows % g.warps != 0 ||
+      kTileN % ringRows != 0 || slice % 16 != 0 ||
       ringStages * ringRows * slice > 40 * 1024)
     ringStages = 0;
   const int64_t ringCount = ringStages ? kTileN / ringRows : 0;
@@ -7820,7 +7801,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
     if (asyncSums)
       initSumsBarrier(
           g, sumsBar, [&] { return g.eq(k.irem(g.ctaId, k.c(n)), k.c(0)); },
-          [&] { return g.ci32(4 * n * tokens * kTileN); });
+          [&] { return g.ci32(4 * n * kTileN); });
     // Every CTA of the cluster must have started before another writes
     // its shared memory: arrive now, wait before the copy.
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
@@ -7886,39 +7867,30 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
       loadRound(k.c(0), rows0, raw0);
       g.gridDependencyWait();
     }
-    // The input rows, written by the RMSNorm: the lane's 8 values per step
-    // and token.
-    SmallVector<SmallVector<SmallVector<Value>>> xs(tokens);
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t j = 0; j < steps; ++j)
-        xs[t].push_back(g.load8(
-            b.in, k.iadd(c0, k.c(t * s.hidden + j * kWarp * 8)), s.act));
+    // The input row, written by the RMSNorm: the lane's 8 values per step.
+    SmallVector<SmallVector<Value>> xs;
+    for (int64_t j = 0; j < steps; ++j)
+      xs.push_back(g.load8(b.in, k.iadd(c0, k.c(j * kWarp * 8)), s.act));
     auto f32x2 = VectorType::get({2}, k.f32);
     auto f16x2 = VectorType::get({2}, k.b.getF16Type());
-    // The warp's sums of row `row` from its raw words (a word pair per
-    // step) into own[t kTileN + row] for each token t.
+    // The warp's sum of row `row` from its raw words (a word pair per
+    // step) into own[row].
     auto rowSum = [&](Value row, ArrayRef<GK::WeightRaw> raw) {
-      SmallVector<Value> acc(tokens, k.cf(0));
+      Value acc = k.cf(0);
       for (int64_t j = 0; j < steps; ++j) {
         int64_t e = 0;
         for (Value word : g.decodeWeightF16(w, raw[j])) {
           Value h = LLVM::BitcastOp::create(k.b, k.loc, f16x2, word);
           Value f = arith::ExtFOp::create(k.b, k.loc, f32x2, h);
-          for (int64_t half = 0; half < 2; ++half, ++e) {
-            Value wv =
-                LLVM::ExtractElementOp::create(k.b, k.loc, f, g.ci32(half));
-            for (int64_t t = 0; t < tokens; ++t)
-              acc[t] = k.fma(xs[t][j][e], wv, acc[t]);
-          }
+          for (int64_t half = 0; half < 2; ++half, ++e)
+            acc = k.fma(
+                xs[j][e],
+                LLVM::ExtractElementOp::create(k.b, k.loc, f, g.ci32(half)),
+                acc);
         }
       }
-      SmallVector<Value> sums;
-      for (int64_t t = 0; t < tokens; ++t)
-        sums.push_back(k.mul(g.warpSum(acc[t]), scale));
-      k.ifThen(g.eq(g.lane, k.c(0)), [&] {
-        for (int64_t t = 0; t < tokens; ++t)
-          k.storeF(own, t ? k.iadd(row, k.c(t * kTileN)) : row, sums[t], k.f32);
-      });
+      Value sum = k.mul(g.warpSum(acc), scale);
+      k.ifThen(g.eq(g.lane, k.c(0)), [&] { k.storeF(own, row, sum, k.f32); });
     };
     if (ringStages) {
       // Stage i in slot i mod ringStages, its barrier's phase i /
@@ -7989,13 +7961,12 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
     Value slot = NVVM::MapaOp::create(
         k.b, k.loc, clusterPtr, all,
         arith::IndexCastOp::create(k.b, k.loc, k.i32, k.c(0)));
-    g.strided(g.tid, k.c(tokens * kTileN), [&](Value i) {
+    g.strided(g.tid, k.c(kTileN), [&](Value i) {
       Value v = k.loadF(own, i, k.f32);
       Value at = LLVM::GEPOp::create(
           k.b, k.loc, clusterPtr, k.f32, slot,
           ValueRange{arith::IndexCastOp::create(
-              k.b, k.loc, k.i64,
-              k.iadd(k.imul(rank, k.c(tokens * kTileN)), i))});
+              k.b, k.loc, k.i64, k.iadd(k.imul(rank, k.c(kTileN)), i))});
       if (asyncSums)
         stAsyncSums(k, at, {v},
                     NVVM::MapaOp::create(
@@ -8015,27 +7986,20 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
     // --gpu-prologue-cluster-epilogue-loads-first: the wait inside the
     // epilogue, after its loads that do not depend on the sums.
     const bool loadsFirst = asyncSums && prologueClusterEpilogueLoadsFirst;
-    // The leader's warp t finishes token t.
-    Value finisher = tokens == 1 ? g.eq(g.warp, k.c(0))
-                                 : k.icmp(CmpI::ult, g.warp, k.c(tokens));
-    k.ifThen(g.andI(g.eq(rank, k.c(0)), finisher), [&] {
+    k.ifThen(g.andI(g.eq(rank, k.c(0)), g.eq(g.warp, k.c(0))), [&] {
       if (asyncSums && !loadsFirst)
         waitSumsBarrier(k, sumsBar);
-      Value t = tokens == 1 ? k.c(0) : g.warp;
       prologueByKind(g, s, gh, [&](int kind, Value head) {
-        prologueRowEpilogue(g, s, b, kind, head, t, gh, T, [&] {
+        prologueRowEpilogue(g, s, b, kind, head, k.c(0), gh, T, [&] {
           if (loadsFirst)
             waitSumsBarrier(k, sumsBar);
           SmallVector<Value> v;
           for (int64_t e = 0; e < 4; ++e) {
             Value c = k.iadd(k.imul(g.lane, k.c(4)), k.c(e));
-            if (tokens != 1)
-              c = k.iadd(c, k.imul(t, k.c(kTileN)));
             Value total = k.loadF(sums, c, k.f32);
             for (int64_t r = 1; r < n; ++r)
-              total = k.add(
-                  total,
-                  k.loadF(sums, k.iadd(c, k.c(r * tokens * kTileN)), k.f32));
+              total = k.add(total,
+                            k.loadF(sums, k.iadd(c, k.c(r * kTileN)), k.f32));
             v.push_back(total);
           }
           return v;
@@ -8043,7 +8007,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T,
       });
     });
   };
-  stepOrWait(g, k.icmp(CmpI::eq, T, k.c(tokens)), body, waitInside);
+  stepOrWait(g, k.icmp(CmpI::eq, T, k.c(1)), body, waitInside);
 }
 
 /// CTAs per multiprocessor the tensor-core cluster kernel's registers are
@@ -8205,15 +8169,6 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
   return bytes <= kClusterMmaSharedBytes;
 }
 
-/// True when steps of two tokens take prologueClusterKernel's two-token
-/// form (part 4, --gpu-prologue-cluster-dot-pair) and part 3 starts at
-/// three.
-bool prologueClusterDotPair(const PrologueShape &s,
-                            const PackedOperands *packed) {
-  return prologueClusterDotPairOpt && prologueClusterMaxTokens >= 3 &&
-         prologueClusterMma(s, packed);
-}
-
 /// The fused prologue of a step of 2 to --gpu-prologue-cluster-max-tokens
 /// tokens (sm_90a, per-tensor FP8 weights read in place): one kernel, no
 /// workspace, the clusters of prologueClusterKernel (N CTAs per global
@@ -8263,8 +8218,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     --u;
   g.declareGrid(g.threads, s.totalHeads * n, n,
                 std::clamp<int64_t>(prologueClusterMmaCtas, 4, 6));
-  const int64_t minTokens = prologueClusterDotPair(s, k.packed) ? 3 : 2;
-  g.declareTokens(minTokens, prologueClusterMaxTokens);
+  g.declareTokens(2, prologueClusterMaxTokens);
   if (prologueProgrammatic || programmaticLaunches)
     g.declareProgrammatic();
   PrologueBuffers b(g, s);
@@ -8325,7 +8279,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   if (!earlyGroup)
     g.gridDependencyWait();
   Value launched =
-      g.andI(k.icmp(CmpI::sge, T, k.c(minTokens)),
+      g.andI(k.icmp(CmpI::sge, T, k.c(2)),
              k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
   Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
   std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
@@ -9485,10 +9439,9 @@ int64_t msac::kernels::gpuKernelParts(Operation *op,
     return 4;
   if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
     const PrologueShape s(prologue);
-    return prologueClusterDotPair(s, packed) ? 5
-           : prologueClusterMma(s, packed)   ? 4
-           : prologueClustered(s, packed)    ? 3
-                                             : 2;
+    return prologueClusterMma(s, packed)  ? 4
+           : prologueClustered(s, packed) ? 3
+                                          : 2;
   }
   return isa<msa::MoERouterOp, msa::AttentionPrologueOp, msa::SparseAttentionOp,
              msa::DenseAttentionOp>(op)
@@ -9737,20 +9690,16 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         const PrologueShape s(o);
         Value T = k.scalar(0);
         // Where the cluster kernels exist (sm_90a), part 2 runs the steps
-        // of one token, part 3 (prologueClusterMma) those of 2 (3 with
-        // part 4, prologueClusterDotPair, which runs those of 2) to
+        // of one token, part 3 (prologueClusterMma) those of 2 to
         // --gpu-prologue-cluster-max-tokens, and parts 0 and 1 the others;
-        // on other targets parts 2 to 4 never launch.
+        // on other targets parts 2 and 3 never launch.
         const bool clustered = wgmma && prologueClustered(s, k.packed);
         const bool clusteredMma = clustered && prologueClusterMma(s, k.packed);
-        if (part >= 2) {
+        if (part == 2 || part == 3) {
           if (part == 2 && clustered)
-            prologueClusterKernel(g, s, T, 1);
+            prologueClusterKernel(g, s, T);
           else if (part == 3 && clusteredMma)
             prologueClusterMmaKernel(g, s, T);
-          else if (part == 4 && clusteredMma &&
-                   prologueClusterDotPair(s, k.packed))
-            prologueClusterKernel(g, s, T, 2);
           else
             g.declareTokens(2, 1);
           return;
