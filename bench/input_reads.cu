@@ -1,0 +1,81 @@
+// What the fused prologue's input rows cost its weight stream at 1-16
+// tokens. Every head's cluster of the 2-16-token kernel reads the step's
+// input rows (T x 6,144 bf16 in M3), each of its 8 CTAs its 768-channel
+// slice (T x 1,536 bytes, 12 loads of 16 bytes per thread at 16 tokens),
+// so a dense layer's 72 clusters read 72 x T x 12,288 bytes from L2 (14.2
+// MB at 16 tokens, a quarter of the 56.6 MB of weights) while the weights
+// stream past. The probe: bench/read_floor.cu's streaming kernel in the
+// prologue's shape (576 CTAs of 128 threads, 8 loads of 16 bytes in flight
+// per thread) where every CTA first reads its slice of an L2-resident
+// input of T rows into shared memory, for T = 0 (the stream alone), 1, 2,
+// 4, 8 and 16, and with each cluster's input a distinct copy (no line
+// read by more than one CTA, 72 x the input's bytes, which L2 may or may
+// not still hold from the previous launch), timed as msac-run's
+// --graph-range times a range (20 copies in one CUDA graph, median over
+// replays). A measurement probe for docs/perf.md, not part of msac.
+//
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90a -o input_reads bench/input_reads.cu && ./input_reads
+#include "probe_common.cuh"
+
+constexpr int kK = 6144, kCluster = 8, kThreads = 128, kHeads = 72;
+constexpr int kSlicePieces = kK * 2 / 16 / kCluster; // 16-byte pieces per row
+constexpr int kMaxTokens = 16;
+
+/// CTA c (rank c mod 8 of head c / 8) copies its slice of `tokens` input
+/// rows (row t at x + t * kK * 2 / 16 pieces; with `perHead`, head h's rows
+/// at x + h * tokens * kK * 2 / 16) into shared memory, then streams the
+/// weights.
+__global__ void __launch_bounds__(kThreads)
+    inputThenStream(const uint4 *x, int tokens, int perHead, const uint4 *w,
+                    size_t n16, unsigned *out) {
+  __shared__ uint4 fill[kMaxTokens * kSlicePieces];
+  const int rank = blockIdx.x % kCluster, head = blockIdx.x / kCluster;
+  const uint4 *rows = x + (perHead ? size_t(head) * tokens * (kK * 2 / 16) : 0);
+  const int pieces = tokens * kSlicePieces;
+  for (int p = threadIdx.x; p < pieces; p += kThreads) {
+    const int t = p / kSlicePieces, q = p % kSlicePieces;
+    fill[p] = rows[size_t(t) * (kK * 2 / 16) + rank * kSlicePieces + q];
+  }
+  __syncthreads();
+  streamBody(w, n16, out);
+  if (pieces > 0 && fill[threadIdx.x % pieces].x == 0x9e3779b9u)
+    out[0] = 1; // never, as far as the compiler knows
+}
+
+int main() {
+  openDevice();
+  constexpr int kCopies = 4, kGraphCopies = 20;
+  const int rows = 9216;
+  const size_t bytes = size_t(rows) * kK, n16 = bytes / 16;
+  const WeightStreams ws = weightStreams(bytes, kCopies);
+  const std::vector<uint8_t *> &w = ws.copies;
+  unsigned *out = ws.out;
+  cudaStream_t st = ws.stream;
+  const size_t inputBytes = size_t(kHeads) * kMaxTokens * kK * 2;
+  uint8_t *x;
+  CK(cudaMalloc(&x, inputBytes));
+  CK(cudaMemset(x, 0x3c, inputBytes));
+  std::printf("%.1f MB of weights, %d CTAs of %d threads; us per launch, "
+              "median of replays (min-max)\n",
+              bytes / 1e6, kHeads * kCluster, kThreads);
+  for (int perHead : {0, 1})
+    for (int tokens : {0, 1, 2, 4, 8, 16}) {
+      if (perHead && tokens == 0)
+        continue;
+      auto launch = [&](int i) {
+        inputThenStream<<<kHeads * kCluster, kThreads, 0, st>>>(
+            reinterpret_cast<const uint4 *>(x), tokens, perHead,
+            reinterpret_cast<const uint4 *>(w[i % kCopies]), n16, out);
+      };
+      const GraphTime g = timeInGraph(st, kGraphCopies, 30, launch);
+      const double inputMB =
+          double(kHeads) * tokens * kK * 2 / 1e6; // read by all CTAs
+      std::printf("%s T=%2d: %5.1f MB of input reads, %.2f us (%.2f-%.2f), "
+                  "%.2f TB/s of weights\n",
+                  perHead ? "per-head input" : "shared input  ", tokens,
+                  inputMB, g.median, g.min, g.max, bytes / g.median / 1e6);
+    }
+  CK(cudaFree(x));
+  return 0;
+}
