@@ -1,0 +1,117 @@
+// What the order of the weights in memory costs the 2-16-token fused
+// prologue's stream. bench/grid_shapes.cu found the grid-wide stride of
+// read_floor 0.6 us faster than the same grid with each CTA over one
+// contiguous share (H100, M3's dense layer). The prologue's tensor-core
+// cluster kernel (part 3) reads its weights in place: CTA r of head h's
+// cluster reads, per 128-channel chunk, a 128-byte piece of each of the
+// head's 128 rows (6,144 bytes apart), lane (q, i) of warp w 32 bytes of
+// row 32 w + 8 t + q of tile t at byte 32 i, for chunks 0..5 of its 768
+// channels. This probe reads the same bytes per CTA with the same lane
+// mapping, 8 loads of 16 bytes per lane per chunk and the next chunk's
+// loads issued before the current one's are consumed, from three layouts:
+//   in place     row-major [rows, 6,144] (today's);
+//   CTA-major    each CTA's 6 chunks of 16 KB one after another;
+//   chunk-major  chunk c of every CTA side by side (CTA b's at (c x 576 +
+//                b) x 16 KB), so that the CTAs, moving through their chunks
+//                at about the same pace, read neighbouring bytes;
+// and read_floor's stream for reference; 576 CTAs of 128 threads in
+// clusters of 8, 20 copies in one CUDA graph, median over replays. A
+// measurement probe for docs/perf.md, not part of msac.
+//
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90a -o weight_layout bench/weight_layout.cu && ./weight_layout
+#include "probe_common.cuh"
+
+constexpr int kK = 6144, kHeads = 72, kCluster = 8, kRows = 128;
+constexpr int kChunks = kK / kCluster / 128, kCtas = kHeads * kCluster;
+constexpr size_t kChunkBytes = size_t(kRows) * 128;
+
+enum Layout { InPlace = 0, CtaMajor = 1, ChunkMajor = 2 };
+
+/// Byte offset of row `row` (of the head's 128), byte `b` (of 128) of
+/// chunk c of CTA `cta`.
+template <int L>
+__device__ __forceinline__ size_t offsetOf(int cta, int c, int row, int b) {
+  const int h = cta / kCluster, r = cta % kCluster;
+  if (L == InPlace)
+    return size_t(h * kRows + row) * kK + r * (kK / kCluster) + c * 128 + b;
+  if (L == CtaMajor)
+    return (size_t(cta) * kChunks + c) * kChunkBytes + row * 128 + b;
+  return (size_t(c) * kCtas + cta) * kChunkBytes + row * 128 + b;
+}
+
+template <int L>
+__global__ void __launch_bounds__(128)
+    layoutKernel(const uint8_t *w, unsigned *out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int q = lane / 4, i = lane % 4;
+  unsigned acc = 0;
+  uint4 cur[8], next[8];
+  auto load = [&](int c, uint4 *v) {
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        v[2 * t + h] = *reinterpret_cast<const uint4 *>(
+            w + offsetOf<L>(blockIdx.x, c, 32 * warp + 8 * t + q,
+                            32 * i + 16 * h));
+  };
+  load(0, cur);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (c + 1 < kChunks)
+      load(c + 1, next);
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      acc ^= cur[u].x ^ cur[u].y ^ cur[u].z ^ cur[u].w;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      cur[u] = next[u];
+  }
+  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
+    out[0] = acc;
+}
+
+int main() {
+  const int sms = openDevice();
+  const size_t bytes = size_t(kHeads) * kRows * kK, n16 = bytes / 16;
+  const WeightStreams ws = weightStreams(bytes, 4);
+  std::printf("%.1f MB of weights, %d CTAs of 128 threads in clusters of "
+              "%d; us per launch, median of replays (min-max)\n",
+              bytes / 1e6, kCtas, kCluster);
+  void (*kernels[3])(const uint8_t *, unsigned *) = {
+      layoutKernel<InPlace>, layoutKernel<CtaMajor>, layoutKernel<ChunkMajor>};
+  const char *names[3] = {"in place   ", "CTA-major  ", "chunk-major"};
+  for (int pass = 0; pass < 3; ++pass) {
+    const GraphTime f = timeInGraph(ws.stream, 20, 30, [&](int i) {
+      streamKernel<<<2 * sms, 512, 0, ws.stream>>>(
+          reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]),
+          n16, ws.out);
+    });
+    std::printf("pass %d stream     : %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
+                f.median, f.min, f.max, bytes / f.median / 1e6);
+    for (int l = 0; l < 3; ++l) {
+      auto launch = [&](int i) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(kCtas);
+        cfg.blockDim = dim3(128);
+        cfg.stream = ws.stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = kCluster;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, kernels[l],
+                              static_cast<const uint8_t *>(
+                                  ws.copies[i % ws.copies.size()]),
+                              ws.out));
+      };
+      const GraphTime g = timeInGraph(ws.stream, 20, 30, launch);
+      std::printf("pass %d %s: %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
+                  names[l], g.median, g.min, g.max, bytes / g.median / 1e6);
+    }
+  }
+  return 0;
+}
