@@ -10,6 +10,10 @@
 // mapping, 8 loads of 16 bytes per lane per chunk and the next chunk's
 // loads issued before the current one's are consumed, from three layouts:
 //   in place     row-major [rows, 6,144] (today's);
+//   interleaved  row-major, but CTA r's chunk c at channel (8 c + r) x 128
+//                instead of r x 768 + c x 128 (the cluster's 8 CTAs read
+//                1,024 neighbouring bytes of each row at once;
+//                --gpu-prologue-cluster-mma-interleave);
 //   CTA-major    each CTA's 6 chunks of 16 KB one after another;
 //   chunk-major  chunk c of every CTA side by side (CTA b's at (c x 576 +
 //                b) x 16 KB), so that the CTAs, moving through their chunks
@@ -26,7 +30,7 @@ constexpr int kK = 6144, kHeads = 72, kCluster = 8, kRows = 128;
 constexpr int kChunks = kK / kCluster / 128, kCtas = kHeads * kCluster;
 constexpr size_t kChunkBytes = size_t(kRows) * 128;
 
-enum Layout { InPlace = 0, CtaMajor = 1, ChunkMajor = 2 };
+enum Layout { InPlace = 0, CtaMajor = 1, ChunkMajor = 2, Interleaved = 3 };
 
 /// Byte offset of row `row` (of the head's 128), byte `b` (of 128) of
 /// chunk c of CTA `cta`.
@@ -35,6 +39,8 @@ __device__ __forceinline__ size_t offsetOf(int cta, int c, int row, int b) {
   const int h = cta / kCluster, r = cta % kCluster;
   if (L == InPlace)
     return size_t(h * kRows + row) * kK + r * (kK / kCluster) + c * 128 + b;
+  if (L == Interleaved)
+    return size_t(h * kRows + row) * kK + (c * kCluster + r) * 128 + b;
   if (L == CtaMajor)
     return (size_t(cta) * kChunks + c) * kChunkBytes + row * 128 + b;
   return (size_t(c) * kCtas + cta) * kChunkBytes + row * 128 + b;
@@ -79,9 +85,11 @@ int main() {
   std::printf("%.1f MB of weights, %d CTAs of 128 threads in clusters of "
               "%d; us per launch, median of replays (min-max)\n",
               bytes / 1e6, kCtas, kCluster);
-  void (*kernels[3])(const uint8_t *, unsigned *) = {
-      layoutKernel<InPlace>, layoutKernel<CtaMajor>, layoutKernel<ChunkMajor>};
-  const char *names[3] = {"in place   ", "CTA-major  ", "chunk-major"};
+  void (*kernels[4])(const uint8_t *, unsigned *) = {
+      layoutKernel<InPlace>, layoutKernel<CtaMajor>, layoutKernel<ChunkMajor>,
+      layoutKernel<Interleaved>};
+  const char *names[4] = {"in place   ", "CTA-major  ", "chunk-major",
+                          "interleaved"};
   for (int pass = 0; pass < 3; ++pass) {
     const GraphTime f = timeInGraph(ws.stream, 20, 30, [&](int i) {
       streamKernel<<<2 * sms, 512, 0, ws.stream>>>(
@@ -90,7 +98,7 @@ int main() {
     });
     std::printf("pass %d stream     : %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
                 f.median, f.min, f.max, bytes / f.median / 1e6);
-    for (int l = 0; l < 3; ++l) {
+    for (int l = 0; l < 4; ++l) {
       auto launch = [&](int i) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(kCtas);

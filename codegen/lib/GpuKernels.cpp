@@ -8093,6 +8093,15 @@ static TuningOpt<bool> prologueClusterMmaAsyncSums(
     "of stores and a second cluster barrier (on an H100 0.3-0.7 us faster "
     "at 2-16 tokens; docs/perf.md, forty-third session; tuning)");
 
+static TuningOpt<bool> prologueClusterMmaInterleave(
+    "gpu-prologue-cluster-mma-interleave", false,
+    "The prologue's tensor-core cluster kernel (2-16 tokens) gives CTA r of "
+    "a head's cluster of N the channel chunks r, r + N, r + 2 N, ... "
+    "(4 x --gpu-prologue-cluster-lane-bytes channels each) instead of the "
+    "contiguous slice [r H / N, (r + 1) H / N), so that the cluster's CTAs, "
+    "moving through their chunks at about the same pace, read neighbouring "
+    "bytes of each weight row (tuning)");
+
 static TuningOpt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", 1,
     "Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
@@ -8219,6 +8228,16 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   g.declareGrid(g.threads, s.totalHeads * n, n,
                 std::clamp<int64_t>(prologueClusterMmaCtas, 4, 6));
   g.declareTokens(2, prologueClusterMaxTokens);
+  // The CTA's channels: chunk j of the slice (clusterMmaChunk() channels)
+  // at channel sliceStart(r) + j * chunkStep (--gpu-prologue-cluster-mma-
+  // interleave: chunks r, r + N, ...; else the slice [r H / N, (r + 1) H /
+  // N)).
+  const bool interleave = prologueClusterMmaInterleave;
+  const int64_t chunkStep =
+      interleave ? n * clusterMmaChunk() : clusterMmaChunk();
+  auto sliceStart = [&](Value r) {
+    return k.imul(r, k.c(interleave ? clusterMmaChunk() : slice));
+  };
   if (prologueProgrammatic || programmaticLaunches)
     g.declareProgrammatic();
   PrologueBuffers b(g, s);
@@ -8246,14 +8265,12 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     Value inQuad = k.irem(g.lane, k.c(4));
     Value lineAt =
         k.gep(head.first.base,
-              k.iadd(head.second,
-                     k.iadd(k.imul(weightRow(), k.c(s.hidden)),
-                            k.imul(k.irem(g.ctaId, k.c(n)), k.c(slice)))),
+              k.iadd(head.second, k.iadd(k.imul(weightRow(), k.c(s.hidden)),
+                                         sliceStart(k.irem(g.ctaId, k.c(n))))),
               k.b.getI8Type());
     k.ifThen(k.icmp(CmpI::ult, grp, k.c(groups)), [&] {
       for (int64_t c = 0; c < u; ++c) {
-        Value off =
-            k.imul(k.iadd(k.imul(grp, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
+        Value off = k.imul(k.iadd(k.imul(grp, k.c(u)), k.c(c)), k.c(chunkStep));
         for (int64_t nt = 0; nt < tiles; ++nt)
           k.ifThen(g.eq(inQuad, k.c(nt % 4)), [&] {
             // Every 128-byte line of the chunk's row piece.
@@ -8286,7 +8303,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   const WeightRef &w = head.first;
   Value first = head.second;
   Value scale = g.packedTail(w, first);
-  Value c0 = k.imul(rank, k.c(slice));
+  Value c0 = sliceStart(rank);
   Value quad = k.idiv(g.lane, k.c(4)), inQuad = k.irem(g.lane, k.c(4));
   // The lane's weight bytes at chunk 0 (the other tiles' rows at
   // constant offsets).
@@ -8305,8 +8322,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       endTile = tiles;
     SmallVector<SmallVector<Value>> raw(u);
     for (int64_t c = 0; c < u; ++c) {
-      Value off =
-          k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(clusterMmaChunk()));
+      Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(chunkStep));
       for (int64_t nt = firstTile; nt < endTile; ++nt)
         for (int64_t v = 0; v < laneBytes / 16; ++v)
           raw[c].push_back(LLVM::LoadOp::create(
@@ -8356,6 +8372,22 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     const int64_t pieces = slice / 8, perLane = pieces / kWarp;
     const int64_t rowsPerWarp = kClusterMmaTokens / g.warps;
     SmallVector<SmallVector<Value>> raws(rowsPerWarp);
+    // With --gpu-prologue-cluster-mma-interleave, piece lane + 32 p (local
+    // channel 8 piece) is in the CTA's chunk lane / P + 32 p / P (P pieces
+    // per chunk, 32 a multiple of P): the lane's part of that offset,
+    // as a pointer into the input rows' row 0, computed once outside the
+    // rows' branches.
+    const int64_t perChunk = clusterMmaChunk() / 8;
+    assert(kWarp % perChunk == 0 && "a lane's pieces, 32 apart");
+    Value laneIn =
+        interleave
+            ? k.gep(b.in,
+                    k.iadd(c0, k.iadd(k.imul(k.idiv(g.lane, k.c(perChunk)),
+                                             k.c(chunkStep)),
+                                      k.imul(k.irem(g.lane, k.c(perChunk)),
+                                             k.c(8)))),
+                    k.i16)
+            : Value();
     auto rowOf = [&](int64_t j) { return k.iadd(g.warp, k.c(j * g.warps)); };
     auto pieceOf = [&](int64_t p) { return k.iadd(g.lane, k.c(p * kWarp)); };
     for (int64_t j = 0; j < rowsPerWarp; ++j) {
@@ -8364,6 +8396,14 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
         raws[j].push_back(g.ifElse(
             k.icmp(CmpI::ult, t, T), {v4i32},
             [&]() -> SmallVector<Value> {
+              if (interleave)
+                return {LLVM::LoadOp::create(
+                    k.b, k.loc, v4i32,
+                    k.gep(laneIn,
+                          k.iadd(k.imul(t, k.c(s.hidden)),
+                                 k.c(p * kWarp / perChunk * chunkStep)),
+                          k.i16),
+                    16)};
               Value src = k.iadd(k.imul(t, k.c(s.hidden)),
                                  k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
               return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
@@ -8556,7 +8596,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
                 it, raw, all.take_front(4 * tiles), [&](int64_t c, int64_t nt) {
                   SmallVector<Value> fresh;
                   Value off = k.imul(k.iadd(k.imul(following, k.c(u)), k.c(c)),
-                                     k.c(clusterMmaChunk()));
+                                     k.c(chunkStep));
                   for (int64_t v = 0; v < laneBytes / 16; ++v)
                     fresh.push_back(LLVM::LoadOp::create(
                         k.b, k.loc, v4i32,
