@@ -8100,7 +8100,11 @@ static TuningOpt<bool> prologueClusterMmaInterleave(
     "(4 x --gpu-prologue-cluster-lane-bytes channels each) instead of the "
     "contiguous slice [r H / N, (r + 1) H / N), so that the cluster's CTAs, "
     "moving through their chunks at about the same pace, read neighbouring "
-    "bytes of each weight row (tuning)");
+    "bytes of each weight row (bench/weight_layout.cu: 1.3 us off the bare "
+    "stream of M3's dense layer on an H100; the kernel, which spills 20 / 76 "
+    "bytes with it at the default early tiles, was 1.3-2.0 / 3.6-4.1 us "
+    "slower in M3's dense / MSA layer at 2-16 tokens; docs/perf.md, "
+    "forty-seventh session; tuning)");
 
 static TuningOpt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", 1,
