@@ -19,8 +19,13 @@
 //                b) x 16 KB), so that the CTAs, moving through their chunks
 //                at about the same pace, read neighbouring bytes;
 // and read_floor's stream for reference; 576 CTAs of 128 threads in
-// clusters of 8, 20 copies in one CUDA graph, median over replays. A
-// measurement probe for docs/perf.md, not part of msac.
+// clusters of 8, 20 copies in one CUDA graph, median over replays. Then
+// the one-token kernel's loads (part 2: a warp per weight row, 4 rows'
+// loads together, each lane 8 bytes per 256 channels of the CTA's 768-byte
+// piece of the row, rows 16 at a time per CTA) from the in-place and the
+// chunk-major orders, as the latter would serve part 2 if the weights were
+// stored for part 3. A measurement probe for docs/perf.md, not part of
+// msac.
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o weight_layout bench/weight_layout.cu && ./weight_layout
@@ -78,6 +83,33 @@ __global__ void __launch_bounds__(128)
     out[0] = acc;
 }
 
+/// The one-token kernel's pattern: round k of the CTA's 8 takes rows 16 k
+/// + 4 w .. + 3 in warp w, lane l reading bytes 256 s + 8 l (s = 0..2) of
+/// the CTA's 768-byte piece of each row, all 12 loads issued together.
+template <int L>
+__global__ void __launch_bounds__(128)
+    oneTokenKernel(const uint8_t *w, unsigned *out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned acc = 0;
+  for (int round = 0; round < kRows / 16; ++round) {
+    uint2 v[12];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int s = 0; s < 3; ++s) {
+        const int b = 256 * s + 8 * lane; // byte of the CTA's piece
+        v[3 * j + s] = *reinterpret_cast<const uint2 *>(
+            w + offsetOf<L>(blockIdx.x, b / 128, 16 * round + 4 * warp + j,
+                            b % 128));
+      }
+#pragma unroll
+    for (int u = 0; u < 12; ++u)
+      acc ^= v[u].x ^ v[u].y;
+  }
+  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
+    out[0] = acc;
+}
+
 int main() {
   const int sms = openDevice();
   const size_t bytes = size_t(kHeads) * kRows * kK, n16 = bytes / 16;
@@ -90,6 +122,24 @@ int main() {
       layoutKernel<Interleaved>};
   const char *names[4] = {"in place   ", "CTA-major  ", "chunk-major",
                           "interleaved"};
+  auto clusterLaunch = [&](void (*kernel)(const uint8_t *, unsigned *),
+                           int i) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kCtas);
+    cfg.blockDim = dim3(128);
+    cfg.stream = ws.stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(
+        &cfg, kernel,
+        static_cast<const uint8_t *>(ws.copies[i % ws.copies.size()]),
+        ws.out));
+  };
   for (int pass = 0; pass < 3; ++pass) {
     const GraphTime f = timeInGraph(ws.stream, 20, 30, [&](int i) {
       streamKernel<<<2 * sms, 512, 0, ws.stream>>>(
@@ -99,27 +149,21 @@ int main() {
     std::printf("pass %d stream     : %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
                 f.median, f.min, f.max, bytes / f.median / 1e6);
     for (int l = 0; l < 4; ++l) {
-      auto launch = [&](int i) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(kCtas);
-        cfg.blockDim = dim3(128);
-        cfg.stream = ws.stream;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = kCluster;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        CK(cudaLaunchKernelEx(&cfg, kernels[l],
-                              static_cast<const uint8_t *>(
-                                  ws.copies[i % ws.copies.size()]),
-                              ws.out));
-      };
-      const GraphTime g = timeInGraph(ws.stream, 20, 30, launch);
+      const GraphTime g = timeInGraph(
+          ws.stream, 20, 30, [&](int i) { clusterLaunch(kernels[l], i); });
       std::printf("pass %d %s: %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
                   names[l], g.median, g.min, g.max, bytes / g.median / 1e6);
     }
   }
+  void (*oneToken[2])(const uint8_t *, unsigned *) = {
+      oneTokenKernel<InPlace>, oneTokenKernel<ChunkMajor>};
+  for (int pass = 0; pass < 2; ++pass)
+    for (int l = 0; l < 2; ++l) {
+      const GraphTime g = timeInGraph(
+          ws.stream, 20, 30, [&](int i) { clusterLaunch(oneToken[l], i); });
+      std::printf("pass %d one token, %s: %.2f us (%.2f-%.2f), %.2f TB/s\n",
+                  pass, names[l == 0 ? 0 : 2], g.median, g.min, g.max,
+                  bytes / g.median / 1e6);
+    }
   return 0;
 }
