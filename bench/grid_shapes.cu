@@ -32,24 +32,7 @@ __global__ void __launch_bounds__(512)
     contiguousKernel(const uint4 *w, size_t n16, unsigned *out) {
   const size_t begin = n16 * blockIdx.x / gridDim.x;
   const size_t end = n16 * (blockIdx.x + 1) / gridDim.x;
-  const size_t stride = blockDim.x;
-  unsigned acc = 0;
-  size_t i = begin + threadIdx.x;
-  for (; i + 7 * stride < end; i += 8 * stride) {
-    uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      v[u] = __ldcs(w + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < end; i += stride) {
-    uint4 v = __ldcs(w + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
-    out[0] = acc;
+  sinkWord(streamRange(w, begin + threadIdx.x, end, blockDim.x), out);
 }
 
 int main() {
@@ -90,22 +73,11 @@ int main() {
   for (int pass = 0; pass < 2; ++pass)
     for (const Shape &s : shapes) {
       auto launch = [&](int i) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(s.ctas);
-        cfg.blockDim = dim3(s.threads);
-        cfg.stream = ws.stream;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = s.cluster;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        const uint4 *w =
-            reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]);
-        CK(cudaLaunchKernelEx(&cfg, s.contiguous ? contiguousKernel
-                                                 : strideKernel,
-                              w, n16, ws.out));
+        launchInClusters(
+            s.contiguous ? contiguousKernel : strideKernel, s.ctas, s.threads,
+            s.cluster, ws.stream,
+            reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]),
+            n16, ws.out);
       };
       const GraphTime g = timeInGraph(ws.stream, 20, 30, launch);
       std::printf("pass %d %s: %.2f us (%.2f-%.2f), %.2f TB/s\n", pass, s.name,

@@ -26,17 +26,14 @@
     }                                                                          \
   } while (0)
 
-/// Grid-stride 16-byte streaming (.cs) loads of n16 pieces, kInFlight in
-/// flight per thread, the words XOR-ed so that the loads stay: the body of
-/// streamKernel, also called by probes that find `w` first or vary the
-/// loads in flight.
+/// 16-byte streaming (.cs) loads of pieces i, i + stride, ... below `end`,
+/// kInFlight in flight per thread; returns their words XOR-ed (so that the
+/// loads stay).
 template <int kInFlight = 8>
-__device__ __forceinline__ void streamBody(const uint4 *w, size_t n16,
-                                           unsigned *out) {
+__device__ __forceinline__ unsigned streamRange(const uint4 *w, size_t i,
+                                                size_t end, size_t stride) {
   unsigned acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
+  for (; i + (kInFlight - 1) * stride < end; i += kInFlight * stride) {
     uint4 v[kInFlight];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u)
@@ -45,12 +42,49 @@ __device__ __forceinline__ void streamBody(const uint4 *w, size_t n16,
     for (int u = 0; u < kInFlight; ++u)
       acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
-  for (; i < n16; i += stride) {
+  for (; i < end; i += stride) {
     uint4 v = __ldcs(w + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
+  return acc;
+}
+
+/// Stores `acc` to out[0] when it equals a constant that it never does, as
+/// far as the compiler knows (the probes' loads stay).
+__device__ __forceinline__ void sinkWord(unsigned acc, unsigned *out) {
+  if (acc == 0x9e3779b9u)
     out[0] = acc;
+}
+
+/// Grid-stride streamRange over n16 pieces: the body of streamKernel, also
+/// called by probes that find `w` first or vary the loads in flight.
+template <int kInFlight = 8>
+__device__ __forceinline__ void streamBody(const uint4 *w, size_t n16,
+                                           unsigned *out) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  sinkWord(streamRange<kInFlight>(
+               w, size_t(blockIdx.x) * blockDim.x + threadIdx.x, n16, stride),
+           out);
+}
+
+/// Launches kernel(args...) on `st` as `ctas` CTAs of `threads` threads in
+/// thread-block clusters of `cluster` CTAs along x (1: no clusters to speak
+/// of), through cudaLaunchKernelEx.
+template <typename... Params, typename... Args>
+void launchInClusters(void (*kernel)(Params...), int ctas, int threads,
+                      int cluster, cudaStream_t st, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
 /// streamBody as a kernel (launched as 2 CTAs of 512 threads per SM by the

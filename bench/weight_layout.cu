@@ -28,7 +28,8 @@
 // msac.
 //
 // Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90a -o weight_layout bench/weight_layout.cu && ./weight_layout
+//   nvcc -O3 -arch=sm_90a -o weight_layout bench/weight_layout.cu &&
+//   ./weight_layout
 #include "probe_common.cuh"
 
 constexpr int kK = 6144, kHeads = 72, kCluster = 8, kRows = 128;
@@ -64,8 +65,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         v[2 * t + h] = *reinterpret_cast<const uint4 *>(
-            w + offsetOf<L>(blockIdx.x, c, 32 * warp + 8 * t + q,
-                            32 * i + 16 * h));
+            w +
+            offsetOf<L>(blockIdx.x, c, 32 * warp + 8 * t + q, 32 * i + 16 * h));
   };
   load(0, cur);
 #pragma unroll
@@ -79,8 +80,7 @@ __global__ void __launch_bounds__(128)
     for (int u = 0; u < 8; ++u)
       cur[u] = next[u];
   }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
-    out[0] = acc;
+  sinkWord(acc, out);
 }
 
 /// The one-token kernel's pattern: round k of the CTA's 8 takes rows 16 k
@@ -106,8 +106,7 @@ __global__ void __launch_bounds__(128)
     for (int u = 0; u < 12; ++u)
       acc ^= v[u].x ^ v[u].y;
   }
-  if (acc == 0x9e3779b9u) // never, as far as the compiler knows
-    out[0] = acc;
+  sinkWord(acc, out);
 }
 
 int main() {
@@ -122,29 +121,16 @@ int main() {
       layoutKernel<Interleaved>};
   const char *names[4] = {"in place   ", "CTA-major  ", "chunk-major",
                           "interleaved"};
-  auto clusterLaunch = [&](void (*kernel)(const uint8_t *, unsigned *),
-                           int i) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(kCtas);
-    cfg.blockDim = dim3(128);
-    cfg.stream = ws.stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(
-        &cfg, kernel,
-        static_cast<const uint8_t *>(ws.copies[i % ws.copies.size()]),
-        ws.out));
+  auto clusterLaunch = [&](void (*kernel)(const uint8_t *, unsigned *), int i) {
+    launchInClusters(
+        kernel, kCtas, 128, kCluster, ws.stream,
+        static_cast<const uint8_t *>(ws.copies[i % ws.copies.size()]), ws.out);
   };
   for (int pass = 0; pass < 3; ++pass) {
     const GraphTime f = timeInGraph(ws.stream, 20, 30, [&](int i) {
       streamKernel<<<2 * sms, 512, 0, ws.stream>>>(
-          reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]),
-          n16, ws.out);
+          reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]), n16,
+          ws.out);
     });
     std::printf("pass %d stream     : %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
                 f.median, f.min, f.max, bytes / f.median / 1e6);
