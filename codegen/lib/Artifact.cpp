@@ -13,6 +13,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
+#include <vector>
+
 using namespace msac;
 namespace json = llvm::json;
 
@@ -45,6 +48,21 @@ static std::string expand(const std::string &pattern, int64_t index) {
   std::string s = pattern;
   size_t at = s.find("{}");
   return s.replace(at, 2, std::to_string(index));
+}
+
+void msac::permuteChunkMajor(const uint8_t *src, uint8_t *dst, int64_t rows,
+                             int64_t cols, int64_t ranks) {
+  constexpr int64_t kTile = 128;
+  const int64_t heads = rows / kTile, chunks = cols / kTile / ranks;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < cols / kTile; ++j) {
+      const int64_t tile =
+          (j % chunks) * heads * ranks + h * ranks + j / chunks;
+      uint8_t *to = dst + tile * kTile * kTile;
+      for (int64_t r = 0; r < kTile; ++r)
+        std::memcpy(to + r * kTile, src + (h * kTile + r) * cols + j * kTile,
+                    kTile);
+    }
 }
 
 std::string msac::writeArtifact(const std::string &dir,
@@ -86,17 +104,47 @@ std::string msac::writeArtifact(const std::string &dir,
       o["offset"] = static_cast<int64_t>(offset);
       int64_t count = b.stacked ? b.stacked : 1;
       uint64_t bytes = 0;
+      std::vector<uint8_t> ordered;
       for (int64_t i = 0; i < count; ++i) {
         std::string name = b.stacked ? expand(b.name, i) : b.name;
         const ckpt::Checkpoint::Entry *entry = checkpoint.find(name);
         if (!entry)
           return "weight '" + name + "' is not in the checkpoint";
+        const auto *data =
+            reinterpret_cast<const uint8_t *>(entry->file->data(*entry->info));
+        const uint64_t size = entry->info->numBytes();
+        if (b.orderRanks) {
+          // The chunk-major order (BufferDesc::orderRanks) of an 8-bit
+          // [rows, cols] payload.
+          const int64_t n = b.orderRanks;
+          const bool fits =
+              b.shape.size() == 2 && b.shape[0].symbol.empty() &&
+              b.shape[1].symbol.empty() && b.shape[0].value % 128 == 0 &&
+              b.shape[1].value % (128 * n) == 0 &&
+              size ==
+                  static_cast<uint64_t>(b.shape[0].value * b.shape[1].value);
+          if (!fits)
+            return "weight '" + name +
+                   "' cannot be stored in the chunk-major order of " +
+                   std::to_string(n) +
+                   " ranks (an 8-bit matrix of 128-row and 128 N-column "
+                   "tiles); compile without "
+                   "--gpu-prologue-weight-order-chunk-major";
+          if (!stripWeights) {
+            ordered.resize(size);
+            permuteChunkMajor(data, ordered.data(), b.shape[0].value,
+                              b.shape[1].value, n);
+            data = ordered.data();
+          }
+        }
         if (!stripWeights)
-          weights.write(
-              reinterpret_cast<const char *>(entry->file->data(*entry->info)),
-              entry->info->numBytes());
-        bytes += entry->info->numBytes();
+          weights.write(reinterpret_cast<const char *>(data), size);
+        bytes += size;
       }
+      if (b.orderRanks)
+        o["order"] = json::Object{{"name", "chunk-major"},
+                                  {"tile", json::Array{128, 128}},
+                                  {"ranks", b.orderRanks}};
       o["bytes"] = static_cast<int64_t>(bytes);
       offset += bytes;
     }

@@ -419,9 +419,10 @@ public:
           k.b, k.loc, k.i32, k.gep(w.base, k.idiv(index, k.c(2)), i8),
           /*alignment=*/4));
     } else {
-      raw.words.push_back(LLVM::LoadOp::create(
-          k.b, k.loc, VectorType::get({2}, k.i32), k.gep(w.base, index, i8),
-          /*alignment=*/8));
+      raw.words.push_back(
+          LLVM::LoadOp::create(k.b, k.loc, VectorType::get({2}, k.i32),
+                               k.gep(w.base, orderedByteIndex(k, w, index), i8),
+                               /*alignment=*/8));
     }
     Value si = packedScaleIndex(k, p, index);
     raw.scale = p.scaleType.isF32() ? k.loadF(w.scales, si, k.f32)
@@ -4871,7 +4872,8 @@ void rowsDot(GK &g, RowsDotArgs &args) {
                 GK::WeightRaw raw; // the payload only
                 raw.words.push_back(LLVM::LoadOp::create(
                     k.b, k.loc, VectorType::get({2}, k.i32),
-                    k.gep(w.base, at8, k.b.getI8Type()), /*alignment=*/8));
+                    k.gep(w.base, orderedByteIndex(k, w, at8), k.b.getI8Type()),
+                    /*alignment=*/8));
                 wq.push_back(raw);
               }
               SmallVector<Value> next(a.begin(), a.end());
@@ -5223,7 +5225,9 @@ void rowsDot(GK &g, RowsDotArgs &args) {
   // results only: the first pass's sums wait in `out`).
   SmallVector<RingRowsF16> rings;
   int64_t ringGroups = 1;
-  if (f16Ring && ctaF16 && !logits && nOut % 16 == 0 && rowsToF16Fits(g, inner))
+  // (Its bulk copies take whole rows: not a chunk-major payload's.)
+  if (f16Ring && ctaF16 && !logits && nOut % 16 == 0 &&
+      rowsToF16Fits(g, inner) && !args.wPacked.packed->orderRanks)
     for (int64_t rows : {2, 4, 8, 16})
       if (RingRowsF16 ring = ringRowsFit(g, inner, rows);
           ring.stages && (ring.halves == 1 || oe.isF32())) {
@@ -6306,7 +6310,7 @@ SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
           Value at =
               k.iadd(k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(chunk)),
                      laneAt);
-          Value idx = k.iadd(wFlat, at);
+          Value idx = orderedByteIndex(k, w, k.iadd(wFlat, at));
           // Decoded below, after every step's load issued.
           Value from = LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(),
                                            wGlobal, ValueRange{k.toI64(idx)});
@@ -7346,6 +7350,8 @@ void prologueTileKernel(GK &g, const PrologueShape &s, Value T,
         wk.base = pick(in, ref[kind].base, wk.base);
         wk.scales = pick(in, ref[kind].scales, wk.scales);
         wk.global = pick(in, ref[kind].global, wk.global);
+        if (wk.chunkTiles)
+          wk.chunkTiles = k.select(in, ref[kind].chunkTiles, wk.chunkTiles);
       }
     }
     TileRows rows;
@@ -7412,6 +7418,8 @@ struct PrologueWeights {
       w.base = pick(in, ref[kind].base, w.base);
       w.scales = pick(in, ref[kind].scales, w.scales);
       w.global = pick(in, ref[kind].global, w.global);
+      if (w.chunkTiles)
+        w.chunkTiles = k.select(in, ref[kind].chunkTiles, w.chunkTiles);
       first = k.select(in, g.isub(j, k.c(s.start[kind] * kTileN)), first);
     }
     return {w, k.imul(first, k.c(s.hidden))};
@@ -7693,6 +7701,38 @@ void waitSumsBarrier(KB &k, Value bar) {
 /// forty-first session). On the H200 (docs/perf.md, twenty-ninth session) M3's
 /// one-token prologue took 17.1 us (dense layer) and 19.5 us (MSA layer)
 /// in a CUDA graph, against 20.5 and 22.5 us for parts 0 and 1.
+/// Where a CTA of the prologue's cluster kernels (rank `rank` of the
+/// cluster of the head whose first row is at flat element `first` of
+/// weight `w`, over channels [rank S, rank S + S), S = H / N) finds a
+/// lane's weight bytes when `w`'s payload is in the chunk-major order
+/// (PackedWeight::orderRanks): at(r) + chunks(c) is the byte of channel
+/// rank S + 128 c + `laneChannel` of the head's row r (r < 128; the
+/// lane's channel offset may pass 128, whole chunks then count in c).
+struct ClusterTiles {
+  ClusterTiles() = default;
+  ClusterTiles(GK &g, const PrologueShape &s, const WeightRef &w, Value first,
+               Value rank, Value laneChannel)
+      : k(&g.k) {
+    const int64_t n = w.packed->orderRanks, tile = kOrderTile * kOrderTile;
+    assert(n && s.hidden % (n * kOrderTile) == 0 && "a chunk-major payload");
+    Value h = k->idiv(first, k->c(s.hidden * kOrderTile));
+    chunkBytes = k->imul(w.chunkTiles, k->c(tile));
+    Value origin = k->imul(k->iadd(k->imul(h, k->c(n)), rank), k->c(tile));
+    laneOrigin = k->iadd(
+        origin,
+        k->iadd(k->imul(k->idiv(laneChannel, k->c(kOrderTile)), chunkBytes),
+                k->irem(laneChannel, k->c(kOrderTile))));
+  }
+  Value at(Value row) const {
+    return k->iadd(laneOrigin, k->imul(row, k->c(kOrderTile)));
+  }
+  Value chunks(Value c) const { return k->imul(c, chunkBytes); }
+  Value chunks(int64_t c) const { return chunks(k->c(c)); }
+
+  KB *k = nullptr;
+  Value laneOrigin, chunkBytes;
+};
+
 void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   KB &k = g.k;
   const int64_t n = prologueClusterSize, rowsAtOnce = prologueClusterRows;
@@ -7711,8 +7751,11 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   // `ringRows` weight rows' slices (slice bytes each) in static shared
   // memory, full[s] an mbarrier per slot completed by its bulk copies'
   // bytes; within 40 KB of static shared memory, else registers.
+  // (Not with the chunk-major order, PackedWeight::orderRanks: a row's
+  // slice is not contiguous there.)
+  const bool ordered = weights.layout.orderRanks != 0;
   const int64_t ringRows = prologueClusterRingRows;
-  int64_t ringStages = std::max<int64_t>(prologueClusterRing, 0);
+  int64_t ringStages = ordered ? 0 : std::max<int64_t>(prologueClusterRing, 0);
   if (ringRows < g.warps || ringRows > kWarp || ringRows % g.warps != 0 ||
       kTileN % ringRows != 0 || slice % 16 != 0 ||
       ringStages * ringRows * slice > 40 * 1024)
@@ -7823,7 +7866,7 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     const int64_t ahead =
         ringStages ? 0 : std::clamp<int64_t>(prologueClusterAhead, 0, rounds);
     auto prefetchRound = [&](Value r) {
-      if (slice % 128 != 0 || rowsAtOnce * lines > kWarp)
+      if (slice % 128 != 0 || rowsAtOnce * lines > kWarp || ordered)
         return;
       k.ifThen(
           g.andI(k.icmp(CmpI::ult, r, k.c(rounds)),
@@ -7843,6 +7886,11 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
     };
     for (int64_t a = 0; a < ahead; ++a)
       prefetchRound(k.c(a));
+    // The chunk-major order: step j's 256 channels are the slice's
+    // 128-channel chunks 2 j and 2 j + 1 (lanes 16-31 in the second).
+    ClusterTiles tiles;
+    if (ordered)
+      tiles = ClusterTiles(g, s, w, first, rank, k.imul(g.lane, k.c(8)));
     // Round `it`'s rows of this warp and their raw weight words.
     auto loadRound = [&](Value it, SmallVector<Value> &rows,
                          SmallVector<SmallVector<GK::WeightRaw>> &raw) {
@@ -7851,11 +7899,14 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
         rows.push_back(k.iadd(k.imul(it, k.c(perRound)),
                               k.iadd(k.c(i * g.warps), g.warp)));
         Value at = k.iadd(first, k.iadd(k.imul(rows[i], k.c(s.hidden)), c0));
+        if (ordered)
+          at = tiles.at(rows[i]);
         for (int64_t j = 0; j < steps; ++j) {
           GK::WeightRaw r; // the payload only (the scale: on the sum)
+          Value step = ordered ? tiles.chunks(2 * j) : k.c(j * kWarp * 8);
           r.words.push_back(LLVM::LoadOp::create(
               k.b, k.loc, VectorType::get({2}, k.i32),
-              k.gep(w.base, k.iadd(at, k.c(j * kWarp * 8)), k.b.getI8Type()),
+              k.gep(w.base, k.iadd(at, step), k.b.getI8Type()),
               /*alignment=*/8));
           raw[i].push_back(r);
         }
@@ -8263,24 +8314,37 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   // unlike the loads. The weights are not written by the RMSNorm, so this
   // may run before griddepcontrol.wait.
   const int64_t groups = chunks / u;
+  // The chunk-major order (PackedWeight::orderRanks, prologueWeightOrder:
+  // a chunk is one 128 x 128-byte tile): rows 128 bytes apart, chunks
+  // ClusterTiles::chunks apart.
+  const bool ordered = weights.layout.orderRanks != 0;
+  assert((!ordered || (!interleave && clusterMmaChunk() == kOrderTile)) &&
+         "prologueWeightOrder: whole tiles of one slice");
+  const int64_t rowBytes = ordered ? kOrderTile : s.hidden;
   auto prefetchGroup = [&](Value grp) {
-    Value gh = k.idiv(g.ctaId, k.c(n));
+    Value gh = k.idiv(g.ctaId, k.c(n)), rank = k.irem(g.ctaId, k.c(n));
     std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
     Value inQuad = k.irem(g.lane, k.c(4));
-    Value lineAt =
-        k.gep(head.first.base,
-              k.iadd(head.second, k.iadd(k.imul(weightRow(), k.c(s.hidden)),
-                                         sliceStart(k.irem(g.ctaId, k.c(n))))),
-              k.b.getI8Type());
+    ClusterTiles order;
+    if (ordered)
+      order = ClusterTiles(g, s, head.first, head.second, rank, k.c(0));
+    Value lineAt = k.gep(
+        head.first.base,
+        ordered ? order.at(weightRow())
+                : k.iadd(head.second, k.iadd(k.imul(weightRow(), k.c(s.hidden)),
+                                             sliceStart(rank))),
+        k.b.getI8Type());
     k.ifThen(k.icmp(CmpI::ult, grp, k.c(groups)), [&] {
       for (int64_t c = 0; c < u; ++c) {
-        Value off = k.imul(k.iadd(k.imul(grp, k.c(u)), k.c(c)), k.c(chunkStep));
+        Value chunk = k.iadd(k.imul(grp, k.c(u)), k.c(c));
+        Value off =
+            ordered ? order.chunks(chunk) : k.imul(chunk, k.c(chunkStep));
         for (int64_t nt = 0; nt < tiles; ++nt)
           k.ifThen(g.eq(inQuad, k.c(nt % 4)), [&] {
             // Every 128-byte line of the chunk's row piece.
             for (int64_t l = 0; l * 128 < clusterMmaChunk(); ++l)
               prefetchL2(k, k.gep(lineAt,
-                                  k.iadd(off, k.c(8 * nt * s.hidden + 128 * l)),
+                                  k.iadd(off, k.c(8 * nt * rowBytes + 128 * l)),
                                   k.b.getI8Type()));
           });
       }
@@ -8312,11 +8376,16 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   // The lane's weight bytes at chunk 0 (the other tiles' rows at
   // constant offsets).
   Value wRow = weightRow();
-  Value wAt =
-      k.gep(w.base,
-            k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
+  ClusterTiles order;
+  if (ordered)
+    order = ClusterTiles(g, s, w, first, rank, k.imul(inQuad, k.c(laneBytes)));
+  Value wAt = k.gep(
+      w.base,
+      ordered
+          ? order.at(wRow)
+          : k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
                                  k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
-            k.b.getI8Type());
+      k.b.getI8Type());
   // Chunk group `it`'s weight loads, all in flight together: per chunk,
   // tiles x laneBytes / 16 words of 16 bytes.
   // Tiles [firstTile, endTile) only, where given (their words in the
@@ -8326,12 +8395,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       endTile = tiles;
     SmallVector<SmallVector<Value>> raw(u);
     for (int64_t c = 0; c < u; ++c) {
-      Value off = k.imul(k.iadd(k.imul(it, k.c(u)), k.c(c)), k.c(chunkStep));
+      Value chunk = k.iadd(k.imul(it, k.c(u)), k.c(c));
+      Value off = ordered ? order.chunks(chunk) : k.imul(chunk, k.c(chunkStep));
       for (int64_t nt = firstTile; nt < endTile; ++nt)
         for (int64_t v = 0; v < laneBytes / 16; ++v)
           raw[c].push_back(LLVM::LoadOp::create(
               k.b, k.loc, v4i32,
-              k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
+              k.gep(wAt, k.iadd(off, k.c(8 * nt * rowBytes + 16 * v)),
                     k.b.getI8Type()),
               16));
     }
@@ -8599,12 +8669,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
             SmallVector<Value> out = mmaGroup(
                 it, raw, all.take_front(4 * tiles), [&](int64_t c, int64_t nt) {
                   SmallVector<Value> fresh;
-                  Value off = k.imul(k.iadd(k.imul(following, k.c(u)), k.c(c)),
-                                     k.c(chunkStep));
+                  Value chunk = k.iadd(k.imul(following, k.c(u)), k.c(c));
+                  Value off = ordered ? order.chunks(chunk)
+                                      : k.imul(chunk, k.c(chunkStep));
                   for (int64_t v = 0; v < laneBytes / 16; ++v)
                     fresh.push_back(LLVM::LoadOp::create(
                         k.b, k.loc, v4i32,
-                        k.gep(wAt, k.iadd(off, k.c(8 * nt * s.hidden + 16 * v)),
+                        k.gep(wAt, k.iadd(off, k.c(8 * nt * rowBytes + 16 * v)),
                               k.b.getI8Type()),
                         16));
                   return fresh;
@@ -9475,6 +9546,36 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
         return true;
       })
       .Default([](Operation *) { return false; });
+}
+
+static TuningOpt<bool> prologueChunkMajor(
+    "gpu-prologue-weight-order-chunk-major", false,
+    "msac compile stores the fused attention prologue's per-tensor FP8 "
+    "weights in the chunk-major tile order of its cluster kernels "
+    "(PackedWeight::orderRanks: per 128-channel chunk c of a CTA's slice, "
+    "the 128 x 128-byte tiles of every head and rank side by side), which "
+    "every kernel of the op then reads; bench/weight_layout.cu streamed "
+    "that order 1.1-1.9 us faster than row-major for M3's dense layer on "
+    "an H100 (docs/perf.md, forty-seventh session; tuning)");
+
+int64_t msac::kernels::prologueWeightOrder(Operation *op,
+                                           const PackedOperands *packed) {
+  auto prologue = dyn_cast<msa::AttentionPrologueOp>(op);
+  if (!prologueChunkMajor || !prologue)
+    return 0;
+  const PrologueShape s(prologue);
+  const int64_t n = prologueClusterSize;
+  // Part 3's chunks must be whole tiles, its CTA's channels one slice.
+  if (!prologueClustered(s, packed) || !prologueClusterMma(s, packed) ||
+      prologueClusterMmaInterleave || clusterMmaChunk() != kOrderTile ||
+      s.hidden % (kOrderTile * n) != 0)
+    return 0;
+  for (int kind = 0; kind < s.kinds(); ++kind) {
+    const PackedWeight &p = packed->find(prologueWeightSlot(kind))->second;
+    if (p.shape.size() != 2 || p.rows() % kOrderTile != 0 || p.fourBit())
+      return 0;
+  }
+  return n;
 }
 
 int64_t msac::kernels::gpuKernelParts(Operation *op,

@@ -70,6 +70,15 @@ bool hasWgmmaKernel(Operation *op, int64_t threads,
 /// every NVIDIA target.
 bool hasE2M1Kernel(Operation *op, int64_t threads, int64_t part);
 
+/// The chunk-major order (PackedWeight::orderRanks) in which the payloads
+/// of `op`'s weights read in place (`packed`) are best stored for its
+/// sm_90a kernels, or 0 for row-major: for msa.attention_prologue whose
+/// per-tensor FP8 projections take the cluster kernels of 1 and 2-16
+/// tokens (N CTAs per head, each over H / N channels in 128-channel
+/// chunks), N with --gpu-prologue-weight-order=chunk-major; else 0. Every
+/// GPU and host body of the op reads the order its PackedWeights name.
+int64_t prologueWeightOrder(Operation *op, const PackedOperands *packed);
+
 /// Emits part `part` of the GPU kernel body of `op` through `k` (a function
 /// `(ptr buffers, ptr scalars)`); shared-memory arrays become
 /// `llvm.mlir.global`s in address space 3 named after `kernelName` at the

@@ -836,7 +836,9 @@ std::string packedKey(const PackedWeight &p) {
   os << p.dataType << "," << p.scaleType << (p.hasGlobal ? ",g" : "")
      << (p.invertGlobal ? "i" : "") << (p.scalePerMatrix ? ",s" : "")
      << (p.globalPerMatrix ? ",m" : "") << "@" << p.scalesSlot << ","
-     << p.globalSlot << ">";
+     << p.globalSlot
+     << (p.orderRanks ? ",o" + std::to_string(p.orderRanks) : std::string())
+     << ">";
   return key;
 }
 
@@ -921,6 +923,22 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   PackedOperands packedOps;
   for (auto &[slot, v] : packedSource)
     packedOps[slot] = packedLayout(v);
+  // Payloads the op's kernels read best in another order
+  // (prologueWeightOrder): the artifact stores them so, and every body of
+  // the op reads them so. A payload has one order.
+  if (int64_t order = prologueWeightOrder(op, &packedOps)) {
+    for (auto &[slot, v] : packedSource) {
+      packedOps[slot].orderRanks = order;
+      BufferDesc &desc = program.buffers[bufferFor(packed[v].data)];
+      if (desc.kind != BufferDesc::Kind::Weight || desc.stacked ||
+          (desc.orderRanks && desc.orderRanks != order))
+        return op->emitError("weight operand ")
+               << slot << " cannot take the chunk-major order of " << order
+               << " ranks (its payload '" << desc.name
+               << "' is not one checkpoint tensor, or has another order)";
+      desc.orderRanks = order;
+    }
+  }
   // Kernels are shared by ops that print identically apart from SSA names.
   std::string key;
   {

@@ -547,6 +547,18 @@ struct PackedWeight {
   /// per matrix; likewise one global scale per matrix.
   bool scalePerMatrix = false, globalPerMatrix = false;
   int scalesSlot = -1, globalSlot = -1; // launch buffer slots
+  /// The payload's order in memory: 0 for row-major, else N > 0 for the
+  /// chunk-major tile order of the fused attention prologue's cluster
+  /// kernels on sm_90a (8-bit storage of a [rows, cols] matrix, rows a
+  /// multiple of kOrderTile, cols of N kOrderTile): the matrix cut into
+  /// tiles of kOrderTile rows x kOrderTile bytes, each row-major (16 KB);
+  /// tile (h, j) (rows [128 h, 128 h + 128), columns [128 j, 128 j + 128))
+  /// at tile index (j mod C) H N + h N + j / C, C = cols / (128 N),
+  /// H = rows / 128. With N CTAs per head each over C consecutive column
+  /// tiles, the CTAs of all heads reading their c-th tile read neighbouring
+  /// bytes (docs/perf.md, forty-seventh and forty-eighth sessions;
+  /// orderedByteIndex, msac::permuteChunkMajor).
+  int64_t orderRanks = 0;
 
   int64_t cols() const { return shape.back(); }
   int64_t rows() const {
@@ -555,6 +567,9 @@ struct PackedWeight {
   bool fourBit() const { return format.getStorageType().getWidth() == 4; }
 };
 
+/// Rows and bytes of a tile of PackedWeight::orderRanks' chunk-major order.
+constexpr int64_t kOrderTile = 128;
+
 /// A weight operand: a plain array of `type` (bf16, f32, f8E4M3FN) at
 /// `base`, or a packed one (`packed` set; `base` is its payload).
 struct WeightRef {
@@ -562,11 +577,15 @@ struct WeightRef {
   Type type;
   const PackedWeight *packed = nullptr;
   Value scales, global;
+  /// A chunk-major payload (PackedWeight::orderRanks): tiles from one
+  /// column tile of a rank's slice to the next, H N for this matrix's H
+  /// (index; the matrices of a layout may differ in rows).
+  Value chunkTiles;
 };
 
 /// A plain weight array.
 inline WeightRef plainWeight(Value base, Type type) {
-  return WeightRef{base, type, nullptr, Value(), Value()};
+  return WeightRef{base, type, nullptr, Value(), Value(), Value()};
 }
 
 /// The weight operand in launch slot `slot` whose IR type has element
@@ -582,7 +601,29 @@ inline WeightRef weightOperand(KB &k, int slot, Type type) {
   w.scales = k.ptr(it->second.scalesSlot);
   if (it->second.hasGlobal)
     w.global = k.ptr(it->second.globalSlot);
+  if (const int64_t n = it->second.orderRanks)
+    w.chunkTiles = k.c(it->second.rows() / kOrderTile * n);
   return w;
+}
+
+/// The byte of the payload of an 8-bit packed weight that holds element
+/// `i` (flat, row-major): `i` itself, or its place in the chunk-major
+/// order (PackedWeight::orderRanks). A run of 8-element pieces of one row
+/// within a 128-column tile stays contiguous.
+inline Value orderedByteIndex(KB &k, const WeightRef &w, Value i) {
+  if (!w.packed || !w.packed->orderRanks)
+    return i;
+  const PackedWeight &p = *w.packed;
+  const int64_t cols = p.cols(), n = p.orderRanks;
+  const int64_t chunks = cols / kOrderTile / n;
+  Value row = k.idiv(i, k.c(cols)), col = k.irem(i, k.c(cols));
+  Value j = k.idiv(col, k.c(kOrderTile));
+  Value tile = k.iadd(k.imul(k.irem(j, k.c(chunks)), w.chunkTiles),
+                      k.iadd(k.imul(k.idiv(row, k.c(kOrderTile)), k.c(n)),
+                             k.idiv(j, k.c(chunks))));
+  return k.iadd(k.imul(tile, k.c(kOrderTile * kOrderTile)),
+                k.iadd(k.imul(k.irem(row, k.c(kOrderTile)), k.c(kOrderTile)),
+                       k.irem(col, k.c(kOrderTile))));
 }
 
 /// Index into the scale array of element `i` (flat) of a packed weight.
@@ -639,7 +680,7 @@ inline Value packedGlobal(KB &k, const WeightRef &w, Value i) {
 /// code is in bits 0-3 (low nibble first; the bits above are not cleared).
 inline Value loadPackedCode(KB &k, const WeightRef &w, Value i) {
   if (!w.packed->fourBit())
-    return loadByteU32(k, w.base, i);
+    return loadByteU32(k, w.base, orderedByteIndex(k, w, i));
   Value byte = loadByteU32(k, w.base, k.idiv(i, k.c(2)));
   Value odd = k.icmp(arith::CmpIPredicate::ne, k.irem(i, k.c(2)), k.c(0));
   return k.select(
@@ -661,8 +702,9 @@ inline Value loadWeight(KB &k, const WeightRef &w, Value i) {
   if (p.fourBit()) {
     value = decodeE2M1(k, loadPackedCode(k, w, i));
   } else {
-    value = decodeByteFloat(k, loadByteU32(k, w.base, i),
-                            p.format.getStorageType());
+    value =
+        decodeByteFloat(k, loadByteU32(k, w.base, orderedByteIndex(k, w, i)),
+                        p.format.getStorageType());
   }
   Value v = k.mul(value, packedScale(k, w, i));
   if (Value g = packedGlobal(k, w, i))

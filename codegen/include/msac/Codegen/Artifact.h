@@ -12,7 +12,10 @@
 //   kernels/sm_90a.cubin    NVIDIA kernels (when compiled for that target)
 //   weights.bin             every weight the schedule reads, each at a
 //                           4096-byte-aligned offset, ready to memory-map;
-//                           quantized formats stay packed
+//                           quantized formats stay packed; a weight with
+//                           an `order` is stored in that order (the
+//                           chunk-major tiles of permuteChunkMajor), else
+//                           as the checkpoint holds it
 //   tokenizer.json          copied from the checkpoint when present
 //
 // The runtime refuses a manifest whose `format_version` differs from its
@@ -51,6 +54,16 @@ struct ArtifactTarget {
   /// (emitNvidiaBinary).
   std::vector<KernelGeometry> kernels;
 };
+
+/// Stores the 8-bit [rows, cols] matrix `src` (row-major) into `dst` (as
+/// many bytes) in the chunk-major tile order of `ranks` ranks
+/// (BufferDesc::orderRanks; PackedWeight::orderRanks in
+/// codegen/lib/KernelBuilder.h): tiles of 128 rows x 128 bytes, each
+/// row-major, tile (h, j) at index (j mod C) H N + h N + j / C with N =
+/// `ranks`, C = cols / (128 N), H = rows / 128. Requires rows a multiple of
+/// 128 and cols of 128 N.
+void permuteChunkMajor(const uint8_t *src, uint8_t *dst, int64_t rows,
+                       int64_t cols, int64_t ranks);
 
 /// Writes manifest.json, weights.bin and tokenizer.json into `dir` (which
 /// must exist); the kernels of every target were already written there.

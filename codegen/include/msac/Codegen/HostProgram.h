@@ -54,6 +54,11 @@ struct BufferDesc {
   int64_t bytesPerToken = 0;
   /// Weights stacked over experts: the name pattern with `{}` and count.
   int64_t stacked = 0;
+  /// Weights: 0 when stored as the checkpoint holds them (row-major); else
+  /// the ranks N of the chunk-major tile order (PackedWeight::orderRanks in
+  /// codegen/lib/KernelBuilder.h) in which writeArtifact stores the 8-bit
+  /// [rows, cols] payload (permuteChunkMajor).
+  int64_t orderRanks = 0;
 };
 
 struct Launch {
