@@ -360,6 +360,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
               "; the artifact is corrupt, recompile the model");
       }
       buffer.offset = b.unsignedInteger("offset", 0);
+      if (buffer.kind == Buffer::Kind::Weight && b.has("order"))
+        buffer.order = b.at("order").at("name").string();
       buffer.bytes = b.unsignedInteger("bytes", 0);
       a->bufferList.push_back(buffer);
     }

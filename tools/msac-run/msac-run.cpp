@@ -221,12 +221,16 @@ int inspect(const std::string &path, bool asJson) {
   size_t weightBuffers = 0, caches = 0;
   uint64_t cacheBytesPerToken = 0; // all layers, block scales included
   std::map<std::string, int64_t> cacheDTypes; // caches per element format
+  // Weights stored in another order than the checkpoint's, per order.
+  std::map<std::string, int64_t> weightOrders;
   std::set<int64_t> loadTimeBuffers;
   for (const Step &s : a->initSchedule())
     loadTimeBuffers.insert(s.buffers.begin(), s.buffers.end());
   for (size_t id = 0; id < a->buffers().size(); ++id) {
     const Buffer &b = a->buffers()[id];
     weightBuffers += b.kind == Buffer::Kind::Weight;
+    if (b.kind == Buffer::Kind::Weight && !b.order.empty())
+      ++weightOrders[b.order];
     caches += b.kind == Buffer::Kind::Cache;
     if (b.kind == Buffer::Kind::Cache) {
       cacheBytesPerToken += b.bytesPerToken;
@@ -357,7 +361,8 @@ int inspect(const std::string &path, bool asJson) {
           {"checkpoint_tensors", checkpointTensors},
           {"bytes", a->weightBytes()},
           {"stripped", a->weightsStripped()},
-          {"formats", formats}}},
+          {"formats", formats},
+          {"orders", weightOrders}}},
         {"caches", caches},
         {"cache_dtypes", cacheDTypes},
         {"attention_precision", precisions},
@@ -391,8 +396,16 @@ int inspect(const std::string &path, bool asJson) {
                     : " bytes (weights.bin, mapped)\n")
             << "weight formats:  " << checkpointTensors
             << " checkpoint tensors (scales not counted, one per expert): "
-            << formatText << "\n"
-            << "caches:          " << caches << " paged caches ("
+            << formatText << "\n";
+  if (!weightOrders.empty()) {
+    std::string orderText;
+    for (const auto &[order, count] : weightOrders)
+      orderText +=
+          (orderText.empty() ? "" : ", ") + std::to_string(count) + " " + order;
+    std::cout << "weight orders:   " << orderText
+              << " (stored so for the kernels; the rest row-major)\n";
+  }
+  std::cout << "caches:          " << caches << " paged caches ("
             << cacheDTypeText << ") of " << m.pageSize << "-token pages, "
             << cacheBytesPerToken << " bytes per token\n"
             << "attention:       " << precisionText << " (precision contract)\n"

@@ -49,6 +49,11 @@ struct Buffer {
   /// `bytes_per_token`.
   int64_t bytesPerToken = 0;
   uint64_t offset = 0, bytes = 0; // weights
+  /// Weights: the order weights.bin stores the bytes in (the manifest's
+  /// `order.name`, e.g. "chunk-major" for the fused prologue's FP8
+  /// projections on sm_90a; the artifact's kernels read that order), or
+  /// "" for the checkpoint's row-major order.
+  std::string order;
   /// Bytes of one element (not meaningful for an nvfp4 cache).
   int64_t elementBytes() const;
 };
