@@ -18,6 +18,10 @@
 //   chunk-major  chunk c of every CTA side by side (CTA b's at (c x 576 +
 //                b) x 16 KB), so that the CTAs, moving through their chunks
 //                at about the same pace, read neighbouring bytes;
+//   head-major   each head's 768 KB where row-major has it, inside it
+//                chunk c of the cluster's 8 CTAs side by side (CTA r's at
+//                (8 c + r) x 16 KB): the chunk-major order within a head,
+//                whose chunk stride (128 KB) is the same for every weight;
 // and read_floor's stream for reference; 576 CTAs of 128 threads in
 // clusters of 8, 20 copies in one CUDA graph, median over replays. Then
 // the one-token kernel's loads (part 2: a warp per weight row, 4 rows'
@@ -36,7 +40,13 @@ constexpr int kK = 6144, kHeads = 72, kCluster = 8, kRows = 128;
 constexpr int kChunks = kK / kCluster / 128, kCtas = kHeads * kCluster;
 constexpr size_t kChunkBytes = size_t(kRows) * 128;
 
-enum Layout { InPlace = 0, CtaMajor = 1, ChunkMajor = 2, Interleaved = 3 };
+enum Layout {
+  InPlace = 0,
+  CtaMajor = 1,
+  ChunkMajor = 2,
+  Interleaved = 3,
+  HeadMajor = 4
+};
 
 /// Byte offset of row `row` (of the head's 128), byte `b` (of 128) of
 /// chunk c of CTA `cta`.
@@ -49,6 +59,9 @@ __device__ __forceinline__ size_t offsetOf(int cta, int c, int row, int b) {
     return size_t(h * kRows + row) * kK + (c * kCluster + r) * 128 + b;
   if (L == CtaMajor)
     return (size_t(cta) * kChunks + c) * kChunkBytes + row * 128 + b;
+  if (L == HeadMajor)
+    return ((size_t(h) * kChunks + c) * kCluster + r) * kChunkBytes +
+           row * 128 + b;
   return (size_t(c) * kCtas + cta) * kChunkBytes + row * 128 + b;
 }
 
@@ -116,11 +129,11 @@ int main() {
   std::printf("%.1f MB of weights, %d CTAs of 128 threads in clusters of "
               "%d; us per launch, median of replays (min-max)\n",
               bytes / 1e6, kCtas, kCluster);
-  void (*kernels[4])(const uint8_t *, unsigned *) = {
+  void (*kernels[5])(const uint8_t *, unsigned *) = {
       layoutKernel<InPlace>, layoutKernel<CtaMajor>, layoutKernel<ChunkMajor>,
-      layoutKernel<Interleaved>};
-  const char *names[4] = {"in place   ", "CTA-major  ", "chunk-major",
-                          "interleaved"};
+      layoutKernel<Interleaved>, layoutKernel<HeadMajor>};
+  const char *names[5] = {"in place   ", "CTA-major  ", "chunk-major",
+                          "interleaved", "head-major "};
   auto clusterLaunch = [&](void (*kernel)(const uint8_t *, unsigned *), int i) {
     launchInClusters(
         kernel, kCtas, 128, kCluster, ws.stream,
@@ -134,21 +147,23 @@ int main() {
     });
     std::printf("pass %d stream     : %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
                 f.median, f.min, f.max, bytes / f.median / 1e6);
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < 5; ++l) {
       const GraphTime g = timeInGraph(
           ws.stream, 20, 30, [&](int i) { clusterLaunch(kernels[l], i); });
       std::printf("pass %d %s: %.2f us (%.2f-%.2f), %.2f TB/s\n", pass,
                   names[l], g.median, g.min, g.max, bytes / g.median / 1e6);
     }
   }
-  void (*oneToken[2])(const uint8_t *, unsigned *) = {
-      oneTokenKernel<InPlace>, oneTokenKernel<ChunkMajor>};
+  void (*oneToken[3])(const uint8_t *, unsigned *) = {
+      oneTokenKernel<InPlace>, oneTokenKernel<ChunkMajor>,
+      oneTokenKernel<HeadMajor>};
+  const int oneTokenNames[3] = {0, 2, 4};
   for (int pass = 0; pass < 2; ++pass)
-    for (int l = 0; l < 2; ++l) {
+    for (int l = 0; l < 3; ++l) {
       const GraphTime g = timeInGraph(
           ws.stream, 20, 30, [&](int i) { clusterLaunch(oneToken[l], i); });
       std::printf("pass %d one token, %s: %.2f us (%.2f-%.2f), %.2f TB/s\n",
-                  pass, names[l == 0 ? 0 : 2], g.median, g.min, g.max,
+                  pass, names[oneTokenNames[l]], g.median, g.min, g.max,
                   bytes / g.median / 1e6);
     }
   return 0;

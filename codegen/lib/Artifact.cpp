@@ -51,13 +51,14 @@ static std::string expand(const std::string &pattern, int64_t index) {
 }
 
 void msac::permuteChunkMajor(const uint8_t *src, uint8_t *dst, int64_t rows,
-                             int64_t cols, int64_t ranks) {
+                             int64_t cols, int64_t ranks, bool headMajor) {
   constexpr int64_t kTile = 128;
   const int64_t heads = rows / kTile, chunks = cols / kTile / ranks;
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t j = 0; j < cols / kTile; ++j) {
       const int64_t tile =
-          (j % chunks) * heads * ranks + h * ranks + j / chunks;
+          headMajor ? h * chunks * ranks + (j % chunks) * ranks + j / chunks
+                    : (j % chunks) * heads * ranks + h * ranks + j / chunks;
       uint8_t *to = dst + tile * kTile * kTile;
       for (int64_t r = 0; r < kTile; ++r)
         std::memcpy(to + r * kTile, src + (h * kTile + r) * cols + j * kTile,
@@ -133,7 +134,7 @@ std::string msac::writeArtifact(const std::string &dir,
           if (!stripWeights) {
             ordered.resize(size);
             permuteChunkMajor(data, ordered.data(), b.shape[0].value,
-                              b.shape[1].value, n);
+                              b.shape[1].value, n, b.orderHeadMajor);
             data = ordered.data();
           }
         }
@@ -142,9 +143,10 @@ std::string msac::writeArtifact(const std::string &dir,
         bytes += size;
       }
       if (b.orderRanks)
-        o["order"] = json::Object{{"name", "chunk-major"},
-                                  {"tile", json::Array{128, 128}},
-                                  {"ranks", b.orderRanks}};
+        o["order"] = json::Object{
+            {"name", b.orderHeadMajor ? "head-major" : "chunk-major"},
+            {"tile", json::Array{128, 128}},
+            {"ranks", b.orderRanks}};
       o["bytes"] = static_cast<int64_t>(bytes);
       offset += bytes;
     }

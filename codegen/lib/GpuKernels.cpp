@@ -7717,7 +7717,10 @@ struct ClusterTiles {
     assert(n && s.hidden % (n * kOrderTile) == 0 && "a chunk-major payload");
     Value h = k->idiv(first, k->c(s.hidden * kOrderTile));
     chunkBytes = k->imul(w.chunkTiles, k->c(tile));
-    Value origin = k->imul(k->iadd(k->imul(h, k->c(n)), rank), k->c(tile));
+    const int64_t headTiles =
+        w.packed->orderHeadMajor ? s.hidden / kOrderTile : n;
+    Value origin =
+        k->imul(k->iadd(k->imul(h, k->c(headTiles)), rank), k->c(tile));
     laneOrigin = k->iadd(
         origin,
         k->iadd(k->imul(k->idiv(laneChannel, k->c(kOrderTile)), chunkBytes),
@@ -9557,6 +9560,15 @@ static TuningOpt<bool> prologueChunkMajor(
     "every kernel of the op then reads; bench/weight_layout.cu streamed "
     "that order 1.1-1.9 us faster than row-major for M3's dense layer on "
     "an H100 (docs/perf.md, forty-seventh session; tuning)");
+
+static TuningOpt<bool> prologueHeadMajor(
+    "gpu-prologue-weight-order-head-major", false,
+    "With --gpu-prologue-weight-order-chunk-major: its head-major variant, "
+    "each head's 128 rows where row-major has them and the chunk-major "
+    "order inside them, so that a CTA's next chunk is 8 tiles (128 KB) on "
+    "for every weight (tuning)");
+
+bool msac::kernels::prologueWeightOrderHeadMajor() { return prologueHeadMajor; }
 
 int64_t msac::kernels::prologueWeightOrder(Operation *op,
                                            const PackedOperands *packed) {

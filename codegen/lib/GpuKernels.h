@@ -78,6 +78,9 @@ bool hasE2M1Kernel(Operation *op, int64_t threads, int64_t part);
 /// chunks), N with --gpu-prologue-weight-order=chunk-major; else 0. Every
 /// GPU and host body of the op reads the order its PackedWeights name.
 int64_t prologueWeightOrder(Operation *op, const PackedOperands *packed);
+/// Whether that order is its head-major variant
+/// (PackedWeight::orderHeadMajor; --gpu-prologue-weight-order-head-major).
+bool prologueWeightOrderHeadMajor();
 
 /// Emits part `part` of the GPU kernel body of `op` through `k` (a function
 /// `(ptr buffers, ptr scalars)`); shared-memory arrays become

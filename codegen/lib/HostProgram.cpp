@@ -837,7 +837,9 @@ std::string packedKey(const PackedWeight &p) {
      << (p.invertGlobal ? "i" : "") << (p.scalePerMatrix ? ",s" : "")
      << (p.globalPerMatrix ? ",m" : "") << "@" << p.scalesSlot << ","
      << p.globalSlot
-     << (p.orderRanks ? ",o" + std::to_string(p.orderRanks) : std::string())
+     << (p.orderRanks ? ",o" + std::to_string(p.orderRanks) +
+                            (p.orderHeadMajor ? "h" : "")
+                      : std::string())
      << ">";
   return key;
 }
@@ -926,17 +928,21 @@ LogicalResult ProgramBuilder::emitKernel(Operation *op,
   // Payloads the op's kernels read best in another order
   // (prologueWeightOrder): the artifact stores them so, and every body of
   // the op reads them so. A payload has one order.
+  const bool headMajor = prologueWeightOrderHeadMajor();
   if (int64_t order = prologueWeightOrder(op, &packedOps)) {
     for (auto &[slot, v] : packedSource) {
       packedOps[slot].orderRanks = order;
+      packedOps[slot].orderHeadMajor = headMajor;
       BufferDesc &desc = program.buffers[bufferFor(packed[v].data)];
       if (desc.kind != BufferDesc::Kind::Weight || desc.stacked ||
-          (desc.orderRanks && desc.orderRanks != order))
+          (desc.orderRanks &&
+           (desc.orderRanks != order || desc.orderHeadMajor != headMajor)))
         return op->emitError("weight operand ")
                << slot << " cannot take the chunk-major order of " << order
                << " ranks (its payload '" << desc.name
                << "' is not one checkpoint tensor, or has another order)";
       desc.orderRanks = order;
+      desc.orderHeadMajor = headMajor;
     }
   }
   // Kernels are shared by ops that print identically apart from SSA names.

@@ -559,6 +559,12 @@ struct PackedWeight {
   /// bytes (docs/perf.md, forty-seventh and forty-eighth sessions;
   /// orderedByteIndex, msac::permuteChunkMajor).
   int64_t orderRanks = 0;
+  /// The head-major variant of that order: each head's 128 rows where
+  /// row-major has them, inside them tile (h, j) at (j mod C) N + j / C
+  /// (the chunk-major order within the head; tile index h C N + (j mod C)
+  /// N + j / C), so that the chunk stride (N tiles) is the same for every
+  /// matrix.
+  bool orderHeadMajor = false;
 
   int64_t cols() const { return shape.back(); }
   int64_t rows() const {
@@ -579,7 +585,8 @@ struct WeightRef {
   Value scales, global;
   /// A chunk-major payload (PackedWeight::orderRanks): tiles from one
   /// column tile of a rank's slice to the next, H N for this matrix's H
-  /// (index; the matrices of a layout may differ in rows).
+  /// (index; the matrices of a layout may differ in rows), or N in the
+  /// head-major variant.
   Value chunkTiles;
 };
 
@@ -602,7 +609,8 @@ inline WeightRef weightOperand(KB &k, int slot, Type type) {
   if (it->second.hasGlobal)
     w.global = k.ptr(it->second.globalSlot);
   if (const int64_t n = it->second.orderRanks)
-    w.chunkTiles = k.c(it->second.rows() / kOrderTile * n);
+    w.chunkTiles =
+        k.c(it->second.orderHeadMajor ? n : it->second.rows() / kOrderTile * n);
   return w;
 }
 
@@ -619,7 +627,8 @@ inline Value orderedByteIndex(KB &k, const WeightRef &w, Value i) {
   Value row = k.idiv(i, k.c(cols)), col = k.irem(i, k.c(cols));
   Value j = k.idiv(col, k.c(kOrderTile));
   Value tile = k.iadd(k.imul(k.irem(j, k.c(chunks)), w.chunkTiles),
-                      k.iadd(k.imul(k.idiv(row, k.c(kOrderTile)), k.c(n)),
+                      k.iadd(k.imul(k.idiv(row, k.c(kOrderTile)),
+                                    k.c(p.orderHeadMajor ? chunks * n : n)),
                              k.idiv(j, k.c(chunks))));
   return k.iadd(k.imul(tile, k.c(kOrderTile * kOrderTile)),
                 k.iadd(k.imul(k.irem(row, k.c(kOrderTile)), k.c(kOrderTile)),

@@ -62,8 +62,10 @@ struct ArtifactTarget {
 /// row-major, tile (h, j) at index (j mod C) H N + h N + j / C with N =
 /// `ranks`, C = cols / (128 N), H = rows / 128. Requires rows a multiple of
 /// 128 and cols of 128 N.
+/// With `headMajor` its head-major variant (BufferDesc::orderHeadMajor):
+/// tile (h, j) at h C N + (j mod C) N + j / C.
 void permuteChunkMajor(const uint8_t *src, uint8_t *dst, int64_t rows,
-                       int64_t cols, int64_t ranks);
+                       int64_t cols, int64_t ranks, bool headMajor = false);
 
 /// Writes manifest.json, weights.bin and tokenizer.json into `dir` (which
 /// must exist); the kernels of every target were already written there.

@@ -59,6 +59,8 @@ struct BufferDesc {
   /// codegen/lib/KernelBuilder.h) in which writeArtifact stores the 8-bit
   /// [rows, cols] payload (permuteChunkMajor).
   int64_t orderRanks = 0;
+  /// Its head-major variant (PackedWeight::orderHeadMajor).
+  bool orderHeadMajor = false;
 };
 
 struct Launch {

@@ -11,8 +11,9 @@ same name in ROW_MAJOR_ARTIFACT (which must have no order) and rebuilds
 the chunk-major order from its definition (docs/architecture.md, "Weight
 orders"): the [rows, cols] byte matrix cut into 128 x 128-byte tiles, each
 row-major, tile (h, j) at index (j mod C) * H * N + h * N + j // C with
-C = cols / (128 N), H = rows / 128. Prints one line per ordered weight and
-the count; exits 1 on any difference.
+C = cols / (128 N), H = rows / 128; its head-major variant ("head-major")
+at h * C * N + (j mod C) * N + j // C. Prints one line per ordered weight
+and the count; exits 1 on any difference.
 """
 import json
 import sys
@@ -26,12 +27,15 @@ def buffers(artifact):
             for b in manifest["buffers"] if b["kind"] == "weight"}
 
 
-def chunk_major(data, rows, cols, ranks, tile=128):
+def chunk_major(data, rows, cols, ranks, head_major=False, tile=128):
     heads, chunks = rows // tile, cols // tile // ranks
     out = bytearray(len(data))
     for h in range(heads):
         for j in range(cols // tile):
-            index = (j % chunks) * heads * ranks + h * ranks + j // chunks
+            if head_major:
+                index = h * chunks * ranks + (j % chunks) * ranks + j // chunks
+            else:
+                index = (j % chunks) * heads * ranks + h * ranks + j // chunks
             base = index * tile * tile
             for r in range(tile):
                 src = (h * tile + r) * cols + j * tile
@@ -48,15 +52,17 @@ def main():
             continue
         count += 1
         ref, data = plain[name]
-        if ("order" in ref or order.get("name") != "chunk-major" or
+        if ("order" in ref or
+                order.get("name") not in ("chunk-major", "head-major") or
                 order.get("tile") != [128, 128] or len(b["shape"]) != 2):
             print("%s: cannot check order %s" % (name, order))
             status = 1
             continue
         rows, cols = b["shape"]
-        same = stored == chunk_major(data, rows, cols, order["ranks"])
+        same = stored == chunk_major(data, rows, cols, order["ranks"],
+                                     order["name"] == "head-major")
         print("%s [%d, %d] ranks %d: %s" % (name, rows, cols, order["ranks"],
-                                            "chunk-major" if same else "DIFFERS"))
+                                            order["name"] if same else "DIFFERS"))
         status |= 0 if same else 1
     print("%d weights in another order" % count)
     return status
