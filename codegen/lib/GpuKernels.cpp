@@ -5673,10 +5673,33 @@ public:
     auto pieceIndex = [&](const Copy &c, Value chunk) {
       return k.iadd(c.from, k.iadd(k.imul(chunk, k.c(kChunkK)), c.channel));
     };
+    // A chunk-major payload (PackedWeight::orderRanks; one weight, the
+    // prologue's): each copy's row term once (orderedRowByte), each
+    // chunk's column term once per thread (orderedColumnBytes; a chunk's
+    // kChunkK channels lie in one 128-byte tile row), not
+    // orderedByteIndex's divisions per piece.
+    const bool ordered = rows.bPacked && rows.bPacked->packed->orderRanks;
+    assert((!ordered || (!rows.bPackedRow && kOrderTile % kChunkK == 0)) &&
+           "one chunk-major weight per tile");
+    if (ordered)
+      for (Copy &c : packedCopies)
+        c.from = orderedRowByte(k, *rows.bPacked, c.from);
     auto loadPacked = [&](Value chunk) {
       SmallVector<Value> words;
-      for (auto [c, ref] : llvm::zip(packedCopies, packedRefs))
-        words.push_back(g.loadWeightRaw(ref, pieceIndex(c, chunk)).words[0]);
+      Value column = ordered ? orderedColumnBytes(k, *rows.bPacked,
+                                                  k.imul(chunk, k.c(kChunkK)))
+                             : Value();
+      for (auto [c, ref] : llvm::zip(packedCopies, packedRefs)) {
+        if (!ordered) {
+          words.push_back(g.loadWeightRaw(ref, pieceIndex(c, chunk)).words[0]);
+          continue;
+        }
+        words.push_back(LLVM::LoadOp::create(
+            k.b, k.loc, VectorType::get({2}, k.i32),
+            k.gep(ref.base, k.iadd(c.from, k.iadd(column, c.channel)),
+                  k.b.getI8Type()),
+            /*alignment=*/8));
+      }
       return words;
     };
     auto storePacked = [&](Value chunk, ArrayRef<Value> words) {
@@ -6295,6 +6318,11 @@ SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
   Value xa = k.imul(g.imin(r, last), k.c(n / 2));
   Value xb = k.imul(g.imin(k.iadd(r, k.c(8)), last), k.c(n / 2));
   Value wFlat = k.iadd(row0, k.imul(r, k.c(n)));
+  // A chunk-major payload (PackedWeight::orderRanks): the row's term once,
+  // each step's column term (orderedRowByte, orderedColumnBytes).
+  const bool ordered = w.packed && w.packed->orderRanks;
+  if (ordered)
+    wFlat = orderedRowByte(k, w, wFlat);
   auto globalT = LLVM::LLVMPointerType::get(k.b.getContext(), 1);
   Value wGlobal = LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, w.base);
   Value laneAt = k.iadd(k.imul(quad, k.c(lb)),
@@ -6310,7 +6338,8 @@ SmallVector<Value> ctaRowsDots8F16(GK &g, Value xs, Value R, int64_t n,
           Value at =
               k.iadd(k.imul(k.iadd(k.imul(it, k.c(u)), k.c(step)), k.c(chunk)),
                      laneAt);
-          Value idx = orderedByteIndex(k, w, k.iadd(wFlat, at));
+          Value idx =
+              k.iadd(wFlat, ordered ? orderedColumnBytes(k, w, at) : at);
           // Decoded below, after every step's load issued.
           Value from = LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(),
                                            wGlobal, ValueRange{k.toI64(idx)});

@@ -614,25 +614,41 @@ inline WeightRef weightOperand(KB &k, int slot, Type type) {
   return w;
 }
 
+/// orderedByteIndex in two terms for a chunk-major payload
+/// (PackedWeight::orderRanks): the byte of column 0 of the row whose first
+/// element is flat element `rowStart` (a multiple of the columns), and the
+/// bytes from a row's column 0 to its column `col`, which are the same for
+/// every row; a loop over a row's columns computes the first once.
+inline Value orderedRowByte(KB &k, const WeightRef &w, Value rowStart) {
+  const PackedWeight &p = *w.packed;
+  const int64_t n = p.orderRanks, chunks = p.cols() / kOrderTile / n;
+  Value row = k.idiv(rowStart, k.c(p.cols()));
+  return k.iadd(k.imul(k.idiv(row, k.c(kOrderTile)),
+                       k.c((p.orderHeadMajor ? chunks * n : n) * kOrderTile *
+                           kOrderTile)),
+                k.imul(k.irem(row, k.c(kOrderTile)), k.c(kOrderTile)));
+}
+inline Value orderedColumnBytes(KB &k, const WeightRef &w, Value col) {
+  const PackedWeight &p = *w.packed;
+  const int64_t n = p.orderRanks, chunks = p.cols() / kOrderTile / n;
+  Value j = k.idiv(col, k.c(kOrderTile));
+  Value tile = k.iadd(k.imul(k.irem(j, k.c(chunks)), w.chunkTiles),
+                      k.idiv(j, k.c(chunks)));
+  return k.iadd(k.imul(tile, k.c(kOrderTile * kOrderTile)),
+                k.irem(col, k.c(kOrderTile)));
+}
+
 /// The byte of the payload of an 8-bit packed weight that holds element
 /// `i` (flat, row-major): `i` itself, or its place in the chunk-major
-/// order (PackedWeight::orderRanks). A run of 8-element pieces of one row
-/// within a 128-column tile stays contiguous.
+/// order (PackedWeight::orderRanks; orderedRowByte + orderedColumnBytes).
+/// A run of 8-element pieces of one row within a 128-column tile stays
+/// contiguous.
 inline Value orderedByteIndex(KB &k, const WeightRef &w, Value i) {
   if (!w.packed || !w.packed->orderRanks)
     return i;
-  const PackedWeight &p = *w.packed;
-  const int64_t cols = p.cols(), n = p.orderRanks;
-  const int64_t chunks = cols / kOrderTile / n;
-  Value row = k.idiv(i, k.c(cols)), col = k.irem(i, k.c(cols));
-  Value j = k.idiv(col, k.c(kOrderTile));
-  Value tile = k.iadd(k.imul(k.irem(j, k.c(chunks)), w.chunkTiles),
-                      k.iadd(k.imul(k.idiv(row, k.c(kOrderTile)),
-                                    k.c(p.orderHeadMajor ? chunks * n : n)),
-                             k.idiv(j, k.c(chunks))));
-  return k.iadd(k.imul(tile, k.c(kOrderTile * kOrderTile)),
-                k.iadd(k.imul(k.irem(row, k.c(kOrderTile)), k.c(kOrderTile)),
-                       k.irem(col, k.c(kOrderTile))));
+  Value col = k.irem(i, k.c(w.packed->cols()));
+  return k.iadd(orderedRowByte(k, w, arith::SubIOp::create(k.b, k.loc, i, col)),
+                orderedColumnBytes(k, w, col));
 }
 
 /// Index into the scale array of element `i` (flat) of a packed weight.

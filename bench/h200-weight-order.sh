@@ -1,0 +1,86 @@
+#!/bin/bash
+# The fused prologue's weight orders (docs/perf.md, forty-eighth session),
+# prepared for one device call: checks and times row-major (main's
+# defaults, ET2), chunk-major (CM: --gpu-prologue-weight-order-chunk-major)
+# and its head-major variant (HM: + --gpu-prologue-weight-order-head-major)
+# on M3's two layers with per-tensor FP8 weights.
+#   - msac-host-check --quick --device cuda of the 2,048-channel FP8 model
+#     with each order (prefill 300, chunked prefill of 500 and of 1-16,
+#     decode, a batch: parts 0-3 of the prologue, the cluster kernels and
+#     the tile GEMM included);
+#   - read_floor (the stream of the dense / MSA layer's weight bytes);
+#   - bench/weight_layout.cu (the orders streamed by the kernels' own load
+#     patterns, head-major included);
+#   - the CUDA-graph ranges of the prologue (dense 2:6, MSA 17:21, RMSNorm
+#     + dense 1:6, RMSNorm + MSA 16:21) at 1, 2, 4, 8, 16, 32 and 128
+#     tokens, interleaved, medians of REPS runs (default 2).
+#
+#   bench/h200-weight-order.sh inputs DIR [BUILD]   (here: builds DIR,
+#                                                   about 25 MB, ~10 min)
+#   bash DIR/h200-weight-order.sh run DIR OUT       (on the GPU machine)
+set -eu
+mode=${1:-}
+DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
+if [ "$mode" = inputs ]; then
+  ROOT=$(cd "$(dirname "$0")/.." && pwd)
+  BIN=$(cd "${3:-$ROOT/build}" && pwd)/bin
+  CUDA=${CUDA_HOME:-/usr/local/cuda}
+  mkdir -p "$DIR/mb"
+  cp "$BIN/msac-run" "$BIN/msac-host-check" "$BIN/msac-synth" "$0" \
+    "$ROOT/bench/graph_ranges_summary.py" "$DIR/"
+  for p in read_floor weight_layout; do
+    "$CUDA/bin/nvcc" -O3 -arch=sm_90a -o "$DIR/mb/$p" "$ROOT/bench/$p.cu"
+  done
+  cd "$DIR"
+  rm -rf m3 h2048 ./*.msa
+  sed -e 's/"hidden_size": 256/"hidden_size": 2048/' \
+    "$ROOT/test/Codegen/Inputs/head128-config.json" > h2048-config.json
+  "$BIN/msac-synth" m3 --config "$ROOT/models/minimax-m3/config.json" \
+    --layers 2 --weights zero > /dev/null
+  "$BIN/msac-synth" h2048 --config h2048-config.json --layers 2 --seed 3 \
+    > /dev/null
+  C="--target sm_90a --cuda-toolkit $CUDA --quantize-weights fp8-tensor"
+  CM=--gpu-prologue-weight-order-chunk-major
+  HM="$CM --gpu-prologue-weight-order-head-major"
+  for v in ET2: CM:"$CM" HM:"$HM"; do
+    name=${v%%:*} flags=${v#*:}
+    # shellcheck disable=SC2086
+    "$BIN/msac" compile m3 $C --strip-weights $flags -o $name.msa > /dev/null
+    # shellcheck disable=SC2086
+    "$BIN/msac" compile h2048 $C $flags -o h2048-$name.msa > /dev/null
+    gzip -1 h2048-$name.msa/weights.bin
+  done
+  sha256sum h2048/model.safetensors > sums.txt
+  rm -rf m3 h2048
+  du -sh .
+  exit 0
+fi
+[ "$mode" = run ] || { echo "usage: $0 inputs DIR [BUILD] | run DIR OUT" >&2; exit 2; }
+OUT=$(mkdir -p "$3" && cd "$3" && pwd)
+cd "$DIR"
+chmod +x msac-run msac-host-check msac-synth mb/*
+export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+status=0
+./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force > /dev/null
+sha256sum -c --quiet sums.txt || { echo "checks: checkpoint differs"; status=1; }
+for name in ET2 CM HM; do
+  [ ! -f h2048-$name.msa/weights.bin.gz ] || gunzip h2048-$name.msa/weights.bin.gz
+  timeout 300 ./msac-host-check h2048-$name.msa h2048 --quick --device cuda \
+    --quantize-weights fp8-tensor > "$OUT/check-$name.txt" 2>&1 || status=1
+  echo "check $name: $(tail -1 "$OUT/check-$name.txt")"
+done
+echo "== read_floor"; ./mb/read_floor 2>&1 | tail -3
+echo "== weight_layout"; timeout 120 ./mb/weight_layout 2>&1 || status=1
+for rep in $(seq 1 "${REPS:-2}"); do
+  for T in 1 2 4 8 16 32 128; do
+    for V in ET2 CM HM; do
+      echo "== $V T=$T rep=$rep"
+      timeout 60 ./msac-run bench-decode $V.msa --device cuda --dummy-weights \
+        --batch $T --steps 30 --warmup 3 --graph-range 2:6 --graph-range 17:21 \
+        --graph-range 1:6 --graph-range 16:21 2>&1 | grep "CUDA graph" || status=1
+    done
+  done
+done > "$OUT/prologue.log"
+python3 graph_ranges_summary.py "$OUT/prologue.log"
+exit $status
