@@ -7704,6 +7704,37 @@ void waitSumsBarrier(KB &k, Value bar) {
       ArrayAttr());
 }
 
+/// Where a CTA of the prologue's cluster kernels (rank `rank` of the
+/// cluster of the head whose first row is at flat element `first` of
+/// weight `w`, over channels [rank S, rank S + S), S = H / N) finds a
+/// lane's weight bytes when `w`'s payload is in the chunk-major order
+/// (PackedWeight::orderRanks): at(r) + chunks(c) is the byte of channel
+/// rank S + 128 c + `laneChannel` of the head's row r (r < 128,
+/// laneChannel < S; orderedRowByte and orderedColumnBytes of that row and
+/// channel, the chunk's tiles N or H N on).
+struct ClusterTiles {
+  ClusterTiles() = default;
+  ClusterTiles(GK &g, const PrologueShape &s, const WeightRef &w, Value first,
+               Value rank, Value laneChannel)
+      : k(&g.k) {
+    const int64_t n = w.packed->orderRanks;
+    assert(n && s.hidden % (n * kOrderTile) == 0 && "a chunk-major payload");
+    chunkBytes = k->imul(w.chunkTiles, k->c(kOrderTile * kOrderTile));
+    laneOrigin = k->iadd(
+        orderedRowByte(*k, w, first),
+        orderedColumnBytes(
+            *k, w, k->iadd(k->imul(rank, k->c(s.hidden / n)), laneChannel)));
+  }
+  Value at(Value row) const {
+    return k->iadd(laneOrigin, k->imul(row, k->c(kOrderTile)));
+  }
+  Value chunks(Value c) const { return k->imul(c, chunkBytes); }
+  Value chunks(int64_t c) const { return chunks(k->c(c)); }
+
+  KB *k = nullptr;
+  Value laneOrigin, chunkBytes;
+};
+
 /// The fused prologue of a one-token step (sm_90a, per-tensor FP8 weights
 /// read in place; part 2, launched at T = 1 only, where parts 0, 1 and 3
 /// are not):
@@ -7730,41 +7761,6 @@ void waitSumsBarrier(KB &k, Value bar) {
 /// forty-first session). On the H200 (docs/perf.md, twenty-ninth session) M3's
 /// one-token prologue took 17.1 us (dense layer) and 19.5 us (MSA layer)
 /// in a CUDA graph, against 20.5 and 22.5 us for parts 0 and 1.
-/// Where a CTA of the prologue's cluster kernels (rank `rank` of the
-/// cluster of the head whose first row is at flat element `first` of
-/// weight `w`, over channels [rank S, rank S + S), S = H / N) finds a
-/// lane's weight bytes when `w`'s payload is in the chunk-major order
-/// (PackedWeight::orderRanks): at(r) + chunks(c) is the byte of channel
-/// rank S + 128 c + `laneChannel` of the head's row r (r < 128; the
-/// lane's channel offset may pass 128, whole chunks then count in c).
-struct ClusterTiles {
-  ClusterTiles() = default;
-  ClusterTiles(GK &g, const PrologueShape &s, const WeightRef &w, Value first,
-               Value rank, Value laneChannel)
-      : k(&g.k) {
-    const int64_t n = w.packed->orderRanks, tile = kOrderTile * kOrderTile;
-    assert(n && s.hidden % (n * kOrderTile) == 0 && "a chunk-major payload");
-    Value h = k->idiv(first, k->c(s.hidden * kOrderTile));
-    chunkBytes = k->imul(w.chunkTiles, k->c(tile));
-    const int64_t headTiles =
-        w.packed->orderHeadMajor ? s.hidden / kOrderTile : n;
-    Value origin =
-        k->imul(k->iadd(k->imul(h, k->c(headTiles)), rank), k->c(tile));
-    laneOrigin = k->iadd(
-        origin,
-        k->iadd(k->imul(k->idiv(laneChannel, k->c(kOrderTile)), chunkBytes),
-                k->irem(laneChannel, k->c(kOrderTile))));
-  }
-  Value at(Value row) const {
-    return k->iadd(laneOrigin, k->imul(row, k->c(kOrderTile)));
-  }
-  Value chunks(Value c) const { return k->imul(c, chunkBytes); }
-  Value chunks(int64_t c) const { return chunks(k->c(c)); }
-
-  KB *k = nullptr;
-  Value laneOrigin, chunkBytes;
-};
-
 void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
   KB &k = g.k;
   const int64_t n = prologueClusterSize, rowsAtOnce = prologueClusterRows;
