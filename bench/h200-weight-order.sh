@@ -14,7 +14,9 @@
 #     patterns, head-major included);
 #   - the CUDA-graph ranges of the prologue (dense 2:6, MSA 17:21, RMSNorm
 #     + dense 1:6, RMSNorm + MSA 16:21) at 1, 2, 4, 8, 16, 32 and 128
-#     tokens, interleaved, medians of REPS runs (default 2).
+#     tokens, interleaved, medians of REPS runs (default 2); TOKENS and
+#     VARIANTS (names of DIR's NAME.msa artifacts) override the lists,
+#     CHECKS the checked orders (empty: none).
 #
 #   bench/h200-weight-order.sh inputs DIR [BUILD]   (here: builds DIR,
 #                                                   about 45 MB, ~10 min)
@@ -66,7 +68,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 status=0
 ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force > /dev/null
 sha256sum -c --quiet sums.txt || { echo "checks: checkpoint differs"; status=1; }
-for name in CM HM; do
+for name in ${CHECKS-CM HM}; do
   [ ! -f h2048-$name.msa/weights.bin.gz ] || gunzip h2048-$name.msa/weights.bin.gz
   timeout 300 ./msac-host-check h2048-$name.msa h2048 --quick --device cuda \
     --quantize-weights fp8-tensor > "$OUT/check-$name.txt" 2>&1 || status=1
@@ -75,8 +77,10 @@ done
 echo "== read_floor"; ./mb/read_floor 2>&1 | tail -3
 echo "== weight_layout"; timeout 120 ./mb/weight_layout 2>&1 || status=1
 for rep in $(seq 1 "${REPS:-2}"); do
-  for T in 1 2 4 8 16 32 128; do
-    for V in ET2 CM HM; do
+  for T in ${TOKENS:-1 2 4 8 16 32 128}; do
+    # shellcheck disable=SC2086
+    for V in ${VARIANTS:-ET2 CM HM}; do
+      [ -d "$V.msa" ] || continue
       echo "== $V T=$T rep=$rep"
       timeout 60 ./msac-run bench-decode $V.msa --device cuda --dummy-weights \
         --batch $T --steps 30 --warmup 3 --graph-range 2:6 --graph-range 17:21 \
