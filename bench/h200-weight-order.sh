@@ -19,8 +19,13 @@
 #     CHECKS the checked orders (empty: none).
 #
 #   bench/h200-weight-order.sh inputs DIR [BUILD]   (here: builds DIR,
-#                                                   about 45 MB, ~10 min)
+#                                                   about 45 MB, ~10 min;
+#                                                   TUNING=1: + 5 MB, 5 min)
 #   bash DIR/h200-weight-order.sh run DIR OUT       (on the GPU machine)
+# The forty-ninth session's call (inputs with TUNING=1), in this order:
+#   TOKENS="1 2 4 8 16" run DIR OUT/orders
+#   CHECKS= REPS=1 TOKENS="4 16" VARIANTS="ET2 ET1 IL1 C6" run DIR OUT/tuning
+#   CHECKS= REPS=1 TOKENS="32 128" run DIR OUT/large
 set -eu
 mode=${1:-}
 DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
@@ -53,6 +58,14 @@ if [ "$mode" = inputs ]; then
     # shellcheck disable=SC2086
     "$BIN/msac" compile h2048 $C $flags -o h2048-$name.msa > /dev/null
     gzip -1 h2048-$name.msa/weights.bin
+  done
+  # TUNING=1: part 3's tuning variants of the forty-ninth session's call
+  # (early tiles 1, interleaved slices with early tiles 1, 6 CTAs per SM).
+  E=--gpu-prologue-cluster-mma-early-tiles=1
+  for v in ${TUNING:+ET1:"$E" IL1:"$E --gpu-prologue-cluster-mma-interleave" \
+      C6:--gpu-prologue-cluster-mma-ctas=6}; do
+    # shellcheck disable=SC2086
+    "$BIN/msac" compile m3 $C --strip-weights ${v#*:} -o ${v%%:*}.msa > /dev/null
   done
   sha256sum h2048/model.safetensors > sums.txt
   rm -rf m3 h2048
