@@ -52,7 +52,7 @@ static std::string expand(const std::string &pattern, int64_t index) {
 
 void msac::permuteChunkMajor(const uint8_t *src, uint8_t *dst, int64_t rows,
                              int64_t cols, int64_t ranks, bool headMajor) {
-  constexpr int64_t kTile = 128;
+  constexpr int64_t kTile = kWeightOrderTile;
   const int64_t heads = rows / kTile, chunks = cols / kTile / ranks;
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t j = 0; j < cols / kTile; ++j) {
@@ -118,12 +118,12 @@ std::string msac::writeArtifact(const std::string &dir,
           // The chunk-major order (BufferDesc::orderRanks) of an 8-bit
           // [rows, cols] payload.
           const int64_t n = b.orderRanks;
-          const bool fits =
-              b.shape.size() == 2 && b.shape[0].symbol.empty() &&
-              b.shape[1].symbol.empty() && b.shape[0].value % 128 == 0 &&
-              b.shape[1].value % (128 * n) == 0 &&
-              size ==
-                  static_cast<uint64_t>(b.shape[0].value * b.shape[1].value);
+          const bool fits = b.shape.size() == 2 && b.shape[0].symbol.empty() &&
+                            b.shape[1].symbol.empty() &&
+                            b.shape[0].value % kWeightOrderTile == 0 &&
+                            b.shape[1].value % (kWeightOrderTile * n) == 0 &&
+                            size == static_cast<uint64_t>(b.shape[0].value *
+                                                          b.shape[1].value);
           if (!fits)
             return "weight '" + name +
                    "' cannot be stored in the chunk-major order of " +
@@ -145,7 +145,7 @@ std::string msac::writeArtifact(const std::string &dir,
       if (b.orderRanks)
         o["order"] = json::Object{
             {"name", b.orderHeadMajor ? "head-major" : "chunk-major"},
-            {"tile", json::Array{128, 128}},
+            {"tile", json::Array{kWeightOrderTile, kWeightOrderTile}},
             {"ranks", b.orderRanks}};
       o["bytes"] = static_cast<int64_t>(bytes);
       offset += bytes;

@@ -11,6 +11,7 @@
 #ifndef MSAC_CODEGEN_LIB_KERNELBUILDER_H
 #define MSAC_CODEGEN_LIB_KERNELBUILDER_H
 
+#include "msac/Codegen/HostProgram.h"
 #include "msac/Dialect/BSQ/IR/BSQOps.h"
 #include "msac/Dialect/MSA/IR/MSAOps.h"
 #include "msac/Numerics/LowPrecision.h"
@@ -574,7 +575,7 @@ struct PackedWeight {
 };
 
 /// Rows and bytes of a tile of PackedWeight::orderRanks' chunk-major order.
-constexpr int64_t kOrderTile = 128;
+constexpr int64_t kOrderTile = kWeightOrderTile;
 
 /// A weight operand: a plain array of `type` (bf16, f32, f8E4M3FN) at
 /// `base`, or a packed one (`packed` set; `base` is its payload).

@@ -39,6 +39,11 @@ struct Extent {
   std::string symbol; // empty for a constant
 };
 
+/// Rows, and bytes per row, of a tile of the chunk-major weight order
+/// (BufferDesc::orderRanks): the writer (permuteChunkMajor), the manifest's
+/// `order.tile` and the kernels (kernels::kOrderTile) use this one value.
+constexpr int64_t kWeightOrderTile = 128;
+
 struct BufferDesc {
   enum class Kind { Input, Cache, Weight, Activation };
   Kind kind;
