@@ -12,7 +12,12 @@
 // read by more than one CTA, 72 x the input's bytes, which L2 may or may
 // not still hold from the previous launch), timed as msac-run's
 // --graph-range times a range (20 copies in one CUDA graph, median over
-// replays). A measurement probe for docs/perf.md, not part of msac.
+// replays). A second table launches the same grid in real clusters: of
+// 8 (today's kernel, each CTA a 768-channel slice) and of 16, non-portable
+// (two heads per cluster, each CTA a 384-channel slice of the rows both
+// heads read, half the fill's bytes), to price the fiftieth session's idea of a
+// cluster of 16 over two heads before any kernel change. A measurement
+// probe for docs/perf.md, not part of msac.
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o input_reads bench/input_reads.cu && ./input_reads
@@ -22,20 +27,22 @@ constexpr int kK = 6144, kCluster = 8, kThreads = 128, kHeads = 72;
 constexpr int kSlicePieces = kK * 2 / 16 / kCluster; // 16-byte pieces per row
 constexpr int kMaxTokens = 16;
 
-/// CTA c (rank c mod 8 of head c / 8) copies its slice of `tokens` input
-/// rows (row t at x + t * kK * 2 / 16 pieces; with `perHead`, head h's rows
-/// at x + h * tokens * kK * 2 / 16) into shared memory, then streams the
-/// weights.
+/// CTA c (rank c mod `ranks` of head c / `ranks`) copies its slice
+/// (kK / `ranks` channels) of `tokens` input rows (row t at
+/// x + t * kK * 2 / 16 pieces; with `perHead`, head h's rows at
+/// x + h * tokens * kK * 2 / 16) into shared memory, then streams the
+/// weights. `ranks` is 8 for today's kernel, 16 for a head over 16 CTAs.
 __global__ void __launch_bounds__(kThreads)
-    inputThenStream(const uint4 *x, int tokens, int perHead, const uint4 *w,
-                    size_t n16, unsigned *out) {
+    inputThenStream(const uint4 *x, int tokens, int perHead, int ranks,
+                    const uint4 *w, size_t n16, unsigned *out) {
   __shared__ uint4 fill[kMaxTokens * kSlicePieces];
-  const int rank = blockIdx.x % kCluster, head = blockIdx.x / kCluster;
+  const int rank = blockIdx.x % ranks, head = blockIdx.x / ranks;
+  const int slice = kK * 2 / 16 / ranks;
   const uint4 *rows = x + (perHead ? size_t(head) * tokens * (kK * 2 / 16) : 0);
-  const int pieces = tokens * kSlicePieces;
+  const int pieces = tokens * slice;
   for (int p = threadIdx.x; p < pieces; p += kThreads) {
-    const int t = p / kSlicePieces, q = p % kSlicePieces;
-    fill[p] = rows[size_t(t) * (kK * 2 / 16) + rank * kSlicePieces + q];
+    const int t = p / slice, q = p % slice;
+    fill[p] = rows[size_t(t) * (kK * 2 / 16) + rank * slice + q];
   }
   __syncthreads();
   streamBody(w, n16, out);
@@ -61,7 +68,7 @@ int main() {
         continue;
       auto launch = [&](int i) {
         inputThenStream<<<kHeads * kCluster, kThreads, 0, ws.stream>>>(
-            reinterpret_cast<const uint4 *>(x), tokens, perHead,
+            reinterpret_cast<const uint4 *>(x), tokens, perHead, kCluster,
             reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]),
             n16, ws.out);
       };
@@ -74,6 +81,27 @@ int main() {
                   perHead ? "per-head input" : "shared input  ", tokens,
                   inputMB, g.median, g.min, g.max, bytes / g.median / 1e6);
     }
+  // Real clusters: 72 clusters of 8 (one head each, 768 channels per
+  // CTA) against 36 clusters of 16 (two heads each; the cluster's 16 CTAs
+  // split the rows' 6,144 channels, 384 each), an input copy per cluster.
+  CK(cudaFuncSetAttribute(inputThenStream,
+                          cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (int pass = 0; pass < 2; ++pass)
+    for (int cluster : {8, 16})
+      for (int tokens : {0, 4, 8, 16}) {
+        const int ranks = cluster == 8 ? 8 : 16;
+        auto launch = [&](int i) {
+          launchInClusters(
+              inputThenStream, kHeads * kCluster, kThreads, cluster,
+              ws.stream, reinterpret_cast<const uint4 *>(x), tokens, 1, ranks,
+              reinterpret_cast<const uint4 *>(ws.copies[i % ws.copies.size()]),
+              n16, ws.out);
+        };
+        const GraphTime g = timeInGraph(ws.stream, 20, 30, launch);
+        std::printf("pass %d clusters of %2d, %3d channels/CTA, T=%2d: "
+                    "%.2f us (%.2f-%.2f)\n",
+                    pass, cluster, kK / ranks, tokens, g.median, g.min, g.max);
+      }
   CK(cudaFree(x));
   return 0;
 }

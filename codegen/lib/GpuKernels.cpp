@@ -8103,6 +8103,13 @@ static TuningOpt<int> prologueClusterMaxTokens(
     "products (prologueClusterMmaKernel, 2-16; 1: parts 0 "
     "and 1 from two tokens)");
 
+static TuningOpt<int> prologueClusterMmaMinTokens(
+    "gpu-prologue-cluster-mma-min-tokens", 2,
+    "Fewest tokens of a step that prologueClusterMmaKernel runs (2, or 1: "
+    "one-token steps too, and the one-token cluster kernel, part 2, never "
+    "launches; tuning for the weight orders, whose one-token loads part 2 "
+    "does not keep within a tile)");
+
 static TuningOpt<int> prologueClusterLaneBytes(
     "gpu-prologue-cluster-lane-bytes", 32,
     "Consecutive E4M3 bytes of a weight row each lane of the "
@@ -8248,6 +8255,7 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
   const int64_t n = prologueClusterSize;
   if (!prologueClustered(s, packed) || prologueClusterMaxTokens < 2 ||
       prologueClusterMaxTokens > kClusterMmaTokens ||
+      prologueClusterMmaMinTokens < 1 || prologueClusterMmaMinTokens > 2 ||
       prologueClusterChunks < 1 || kTileN % (kGpuThreads / kWarp * 8) != 0 ||
       clusterMmaLocal(n) > kGpuThreads / kWarp ||
       kClusterMmaTokens % (kGpuThreads / kWarp) != 0 ||
@@ -8310,7 +8318,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     --u;
   g.declareGrid(g.threads, s.totalHeads * n, n,
                 std::clamp<int64_t>(prologueClusterMmaCtas, 4, 6));
-  g.declareTokens(2, prologueClusterMaxTokens);
+  g.declareTokens(prologueClusterMmaMinTokens, prologueClusterMaxTokens);
   // The CTA's channels: chunk j of the slice (clusterMmaChunk() channels)
   // at channel sliceStart(r) + j * chunkStep (--gpu-prologue-cluster-mma-
   // interleave: chunks r, r + N, ...; else the slice [r H / N, (r + 1) H /
@@ -8392,7 +8400,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   if (!earlyGroup)
     g.gridDependencyWait();
   Value launched =
-      g.andI(k.icmp(CmpI::sge, T, k.c(2)),
+      g.andI(k.icmp(CmpI::sge, T, k.c(int64_t(prologueClusterMmaMinTokens))),
              k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
   Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
   std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
@@ -9873,12 +9881,15 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         Value T = k.scalar(0);
         // Where the cluster kernels exist (sm_90a), part 2 runs the steps
         // of one token, part 3 (prologueClusterMma) those of 2 to
-        // --gpu-prologue-cluster-max-tokens, and parts 0 and 1 the others;
-        // on other targets parts 2 and 3 never launch.
+        // --gpu-prologue-cluster-max-tokens (1 to it with
+        // --gpu-prologue-cluster-mma-min-tokens=1, and part 2 none), and
+        // parts 0 and 1 the others; on other targets parts 2 and 3 never
+        // launch.
         const bool clustered = wgmma && prologueClustered(s, k.packed);
         const bool clusteredMma = clustered && prologueClusterMma(s, k.packed);
         if (part == 2 || part == 3) {
-          if (part == 2 && clustered)
+          if (part == 2 && clustered &&
+              !(clusteredMma && prologueClusterMmaMinTokens == 1))
             prologueClusterKernel(g, s, T);
           else if (part == 3 && clusteredMma)
             prologueClusterMmaKernel(g, s, T);
