@@ -2,10 +2,11 @@
 # The fused prologue's weight orders (docs/perf.md, forty-eighth session),
 # prepared for one device call: checks and times row-major (main's
 # defaults, ET2), chunk-major (CM: --gpu-prologue-weight-order-chunk-major)
-# and its head-major variant (HM: + --gpu-prologue-weight-order-head-major)
-# on M3's two layers with per-tensor FP8 weights.
+# and its head-major variant (HM: + --gpu-prologue-weight-order-head-major;
+# HM1: + --gpu-prologue-cluster-mma-min-tokens=1, one-token steps on part
+# 3) on M3's two layers with per-tensor FP8 weights.
 #   - msac-host-check --quick --device cuda of the 2,048-channel FP8 model
-#     with the chunk-major and head-major orders (row-major is checked
+#     with HM and HM1 (row-major is checked
 #     in every session; prefill 300, chunked prefill of 500 and of 1-16,
 #     decode, a batch: parts 0-3 of the prologue, the cluster kernels and
 #     the tile GEMM included);
@@ -22,10 +23,11 @@
 #                                                   about 45 MB, ~10 min;
 #                                                   TUNING=1: + 5 MB, 5 min)
 #   bash DIR/h200-weight-order.sh run DIR OUT       (on the GPU machine)
-# The forty-ninth session's call (inputs with TUNING=1), in this order:
-#   TOKENS="1 2 4 8 16" run DIR OUT/orders
-#   CHECKS= REPS=1 TOKENS="4 16" VARIANTS="ET2 ET1 IL1 C6" run DIR OUT/tuning
-#   CHECKS= REPS=1 TOKENS="32 128" run DIR OUT/large
+# The next call (docs/perf.md, fiftieth session's Next; inputs without
+# TUNING), in this order:
+#   TOKENS="1 2 16" run DIR OUT/orders          (checks HM and HM1)
+#   CHECKS= TOKENS="17 32 63" run DIR OUT/rows   (rowsDot's ring, HM)
+#   CHECKS= REPS=1 TOKENS="4 8 128" run DIR OUT/more
 set -eu
 mode=${1:-}
 DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
@@ -50,11 +52,13 @@ if [ "$mode" = inputs ]; then
   C="--target sm_90a --cuda-toolkit $CUDA --quantize-weights fp8-tensor"
   CM=--gpu-prologue-weight-order-chunk-major
   HM="$CM --gpu-prologue-weight-order-head-major"
-  for v in ET2: CM:"$CM" HM:"$HM"; do
+  for v in ET2: CM:"$CM" HM:"$HM" HM1:"$HM --gpu-prologue-cluster-mma-min-tokens=1"; do
     name=${v%%:*} flags=${v#*:}
     # shellcheck disable=SC2086
     "$BIN/msac" compile m3 $C --strip-weights $flags -o $name.msa > /dev/null
-    [ "$name" = ET2 ] && continue
+    # (The chunk-major order passed the GPU check in the forty-eighth
+    # session; only the head-major artifacts are checked.)
+    [ "$name" = ET2 ] || [ "$name" = CM ] && continue
     # shellcheck disable=SC2086
     "$BIN/msac" compile h2048 $C $flags -o h2048-$name.msa > /dev/null
     gzip -1 h2048-$name.msa/weights.bin
@@ -81,7 +85,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 status=0
 ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force > /dev/null
 sha256sum -c --quiet sums.txt || { echo "checks: checkpoint differs"; status=1; }
-for name in ${CHECKS-CM HM}; do
+for name in ${CHECKS-HM HM1}; do
   [ ! -f h2048-$name.msa/weights.bin.gz ] || gunzip h2048-$name.msa/weights.bin.gz
   timeout 300 ./msac-host-check h2048-$name.msa h2048 --quick --device cuda \
     --quantize-weights fp8-tensor > "$OUT/check-$name.txt" 2>&1 || status=1
@@ -92,7 +96,7 @@ echo "== weight_layout"; timeout 120 ./mb/weight_layout 2>&1 || status=1
 for rep in $(seq 1 "${REPS:-2}"); do
   for T in ${TOKENS:-1 2 4 8 16 32 128}; do
     # shellcheck disable=SC2086
-    for V in ${VARIANTS:-ET2 CM HM}; do
+    for V in ${VARIANTS:-ET2 CM HM HM1}; do
       [ -d "$V.msa" ] || continue
       echo "== $V T=$T rep=$rep"
       timeout 60 ./msac-run bench-decode $V.msa --device cuda --dummy-weights \

@@ -4303,6 +4303,10 @@ struct RingRowsF16 {
   /// With halves = 2: the CTAs' halves take a channel half each, one pass
   /// (RowsDotArgs::splitAbove).
   bool split = false;
+  /// The weights' payload when it is in the head-major chunk-major order
+  /// (PackedWeight::orderHeadMajor), whose column terms are the same for
+  /// every matrix; null for row-major.
+  const PackedWeight *order = nullptr;
 };
 
 /// Deepest ring ringRowsF16 takes, and the shallowest worth taking.
@@ -4445,6 +4449,12 @@ RingRowsF16 ringRowsFit(GK &g, int64_t n, int64_t rows) {
 /// session) took M3's prologue from 38-40 to 31-32 us at 9-16 tokens and
 /// from 25-26 to 22 us at 8: the per-row conversion into shared memory,
 /// with its barriers, had held up the ring at the start of every pass.
+/// With ring.order (the head-major chunk-major payload) a lane's copies
+/// start from its row's term (orderedRowByte) and add the column term of
+/// their channel (orderedColumnBytes, computed once per pass and step: a
+/// 16-byte copy never crosses a 128-byte tile row), and an item's rows g +
+/// 8 are 8 rows on in the same 128-row tile (16 features from a multiple
+/// of 16).
 void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
                  int64_t nOut, const RingRowsF16 &ring, Value tiles,
                  const std::function<std::pair<WeightRef, Value>(Value)> &wRow,
@@ -4513,12 +4523,21 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
   const int64_t mine = values / g.warps;
   auto vt = VectorType::get({4}, k.f32);
   const int64_t ahead = (per + S - 2) / per;
+  // With ring.order: the column term of the lane's channel of each step of
+  // the pass (set per pass), a byte offset from its row's term.
+  SmallVector<Value> columnBytes;
+  const int64_t rowsBytes = ring.order ? 8 * kOrderTile : 8 * n;
   // Step ii of the item whose bytes start at `from`, into ring slot `slot`.
   auto issue = [&](Value from, int64_t ii, Value slot) {
     for (int64_t h = 0; h < 2; ++h) {
-      Value src = LLVM::GEPOp::create(
-          k.b, k.loc, globalT, k.b.getI8Type(), from,
-          ArrayRef<LLVM::GEPArg>{int32_t(h * 8 * n + ii * 64)});
+      Value src =
+          ring.order
+              ? LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), from,
+                                    ValueRange{k.toI64(k.iadd(
+                                        columnBytes[ii], k.c(h * rowsBytes)))})
+              : LLVM::GEPOp::create(
+                    k.b, k.loc, globalT, k.b.getI8Type(), from,
+                    ArrayRef<LLVM::GEPArg>{int32_t(h * rowsBytes + ii * 64)});
       NVVM::CpAsyncOp::create(k.b, k.loc, ringAt(slot, h), src, 16,
                               NVVM::LoadCacheModifierKind::CG, Value());
     }
@@ -4532,6 +4551,22 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
     const bool lastPass = pass + 1 == passes;
     // The pass's first channel.
     Value passCh = ring.split ? k.imul(side, k.c(nh)) : k.c(pass * nh);
+    // The lane's first channel of the pass (feature g, channel pass nh +
+    // 64 w per + 16 t).
+    auto laneCh = [&] {
+      return k.iadd(
+          passCh, k.iadd(k.imul(g.warp, k.c(per * 64)), k.imul(quad, k.c(16))));
+    };
+    WeightRef orderRef;
+    if (ring.order) {
+      Value ch0 = laneCh();
+      orderRef.packed = ring.order;
+      orderRef.chunkTiles = k.c(ring.order->orderRanks);
+      columnBytes.clear();
+      for (int64_t ii = 0; ii < per; ++ii)
+        columnBytes.push_back(
+            orderedColumnBytes(k, orderRef, k.iadd(ch0, k.c(ii * 64))));
+    }
     // The lane's first weight byte (feature g, channel pass nh + 64 w per
     // + 16 t) of the CTA's item kk.
     auto itemBytes = [&](Value kk) -> Value {
@@ -4540,10 +4575,9 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
       Value base =
           LLVM::AddrSpaceCastOp::create(k.b, k.loc, globalT, wAt.first.base);
       Value byte =
-          k.iadd(wAt.second,
-                 k.iadd(k.imul(r, k.c(n)),
-                        k.iadd(passCh, k.iadd(k.imul(g.warp, k.c(per * 64)),
-                                              k.imul(quad, k.c(16))))));
+          ring.order ? orderedRowByte(k, wAt.first,
+                                      k.iadd(wAt.second, k.imul(r, k.c(n))))
+                     : k.iadd(wAt.second, k.iadd(k.imul(r, k.c(n)), laneCh()));
       return LLVM::GEPOp::create(k.b, k.loc, globalT, k.b.getI8Type(), base,
                                  ValueRange{k.toI64(byte)});
     };
@@ -5225,12 +5259,15 @@ void rowsDot(GK &g, RowsDotArgs &args) {
   // results only: the first pass's sums wait in `out`).
   SmallVector<RingRowsF16> rings;
   int64_t ringGroups = 1;
-  // (Its bulk copies take whole rows: not a chunk-major payload's.)
+  // (A chunk-major payload only in its head-major variant, whose column
+  // terms are the same for every matrix.)
+  const PackedWeight *wp = args.wPacked.packed;
   if (f16Ring && ctaF16 && !logits && nOut % 16 == 0 &&
-      rowsToF16Fits(g, inner) && !args.wPacked.packed->orderRanks)
+      rowsToF16Fits(g, inner) && (!wp->orderRanks || wp->orderHeadMajor))
     for (int64_t rows : {2, 4, 8, 16})
       if (RingRowsF16 ring = ringRowsFit(g, inner, rows);
           ring.stages && (ring.halves == 1 || oe.isF32())) {
+        ring.order = wp->orderRanks ? wp : nullptr;
         ring.split = args.splitOut && ring.halves == 2 && f16RingXDirect;
         if (ring.split)
           args.splitAbove = rings.empty() ? 1 : rings.back().maxRows;
