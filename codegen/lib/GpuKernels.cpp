@@ -4557,9 +4557,9 @@ void ringRowsF16(GK &g, Value xs, Value xRows, Value R, Value downs, int64_t n,
       return k.iadd(
           passCh, k.iadd(k.imul(g.warp, k.c(per * 64)), k.imul(quad, k.c(16))));
     };
-    WeightRef orderRef;
     if (ring.order) {
       Value ch0 = laneCh();
+      WeightRef orderRef;
       orderRef.packed = ring.order;
       orderRef.chunkTiles = k.c(ring.order->orderRanks);
       columnBytes.clear();
