@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 
 #include <dlfcn.h>
@@ -70,6 +71,61 @@ std::string checkSharedObject(const std::string &path) {
     return corrupt("truncated: " + std::to_string(bytes.size()) +
                    " bytes, but its ELF headers describe " +
                    std::to_string(need));
+  return "";
+}
+
+/// "" when the manifest.json beside the borrowed `weightsPath` (a sibling
+/// artifact's weights.bin) lists every weight of `buffers` at the same
+/// offset and size and in the same order (`orders`: the weight's manifest
+/// "order" object as JSON text, absent for row-major); else an error
+/// naming the file, the first weight that differs and the fix.
+std::string
+checkBorrowedWeights(const std::string &weightsPath,
+                     const std::vector<Buffer> &buffers,
+                     const std::map<std::string, std::string> &orders) {
+  const std::string owner =
+      weightsPath.substr(0, weightsPath.find_last_of('/')) + "/manifest.json";
+  const std::string fix =
+      "; compile this model again without sharing weights.bin, or point "
+      "weights.file at an artifact compiled with the same flags";
+  std::ifstream in(owner);
+  json m(json::value_t::discarded);
+  if (in)
+    m = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object() || !m.contains("buffers") ||
+      !m["buffers"].is_array())
+    return "weights.file names " + weightsPath + ", but " + owner +
+           " (the manifest that says how those bytes are stored) is missing "
+           "or unreadable" +
+           fix;
+  std::map<std::string, const json *> theirs;
+  for (const json &b : m["buffers"])
+    if (b.is_object() && b.value("kind", "") == "weight" &&
+        b.contains("name") && b["name"].is_string())
+      theirs[b["name"].get<std::string>()] = &b;
+  for (const Buffer &b : buffers) {
+    if (b.kind != Buffer::Kind::Weight)
+      continue;
+    auto it = theirs.find(b.name);
+    if (it == theirs.end())
+      return "weights.file names " + weightsPath + ", but " + owner +
+             " has no weight '" + b.name + "'" + fix;
+    const json &t = *it->second;
+    auto order = orders.find(b.name);
+    const std::string mine = order == orders.end() ? "" : order->second;
+    const std::string other = t.contains("order") ? t["order"].dump() : "";
+    const bool same = t.value("offset", uint64_t(0)) == b.offset &&
+                      t.value("bytes", uint64_t(0)) == b.bytes && mine == other;
+    if (!same)
+      return "weights.file names " + weightsPath + ", whose manifest " + owner +
+             " stores weight '" + b.name + "' at offset " +
+             std::to_string(t.value("offset", uint64_t(0))) + ", " +
+             std::to_string(t.value("bytes", uint64_t(0))) + " bytes, order " +
+             (other.empty() ? "row-major" : other) +
+             ", but this artifact reads " + "it at offset " +
+             std::to_string(b.offset) + ", " + std::to_string(b.bytes) +
+             " bytes, order " + (mine.empty() ? "row-major" : mine) + fix;
+  }
   return "";
 }
 
@@ -307,6 +363,9 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       }
       return shape;
     };
+    // Each weight's order as its manifest entry writes it (name, ranks,
+    // tile), for the check of a borrowed weights.bin below.
+    std::map<std::string, std::string> weightOrders;
     for (const JsonField &b : root.at("buffers").elements()) {
       Buffer buffer;
       const std::string kind = b.at("kind").string();
@@ -360,8 +419,10 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
               "; the artifact is corrupt, recompile the model");
       }
       buffer.offset = b.unsignedInteger("offset", 0);
-      if (buffer.kind == Buffer::Kind::Weight && b.has("order"))
+      if (buffer.kind == Buffer::Kind::Weight && b.has("order")) {
         buffer.order = b.at("order").at("name").string();
+        weightOrders[buffer.name] = b.at("order").json().dump();
+      }
       buffer.bytes = b.unsignedInteger("bytes", 0);
       a->bufferList.push_back(buffer);
     }
@@ -647,8 +708,9 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
 
     // Weights.
     const JsonField weightsField = root.at("weights");
-    const std::string weightsPath =
-        dir + "/" + insideArtifact(weightsField.at("file"), /*sibling=*/true);
+    const std::string weightsFile =
+        insideArtifact(weightsField.at("file"), /*sibling=*/true);
+    const std::string weightsPath = dir + "/" + weightsFile;
     a->stripped = weightsField.boolean("stripped", false);
     // Weights start at multiples of the stated alignment (msac writes
     // 4096; the kernels' vector loads need at least 16) and do not
@@ -736,6 +798,21 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                   "' lies outside the file; the artifact is corrupt";
           return nullptr;
         }
+      // A weights.bin of a sibling artifact (a weights.file through "..",
+      // "../OTHER/weights.bin", as bench/h200-inputs.sh shares one
+      // checkpoint's bytes) must hold every weight where and as this
+      // manifest says: the same offset, size and order in OTHER's manifest.
+      // msac compile may store a weight in another order for one target
+      // (docs/architecture.md, "Weight orders"), and the bytes alone do not
+      // show it.
+      if (weightsFile.find("..") != std::string::npos) {
+        if (std::string e =
+                checkBorrowedWeights(weightsPath, a->bufferList, weightOrders);
+            !e.empty()) {
+          error = manifestPath + ": " + e;
+          return nullptr;
+        }
+      }
     }
 
     // dlopen maps the file and faults on pages past its end: check that a
