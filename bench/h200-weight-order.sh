@@ -1,10 +1,11 @@
 #!/bin/bash
 # The fused prologue's weight orders (docs/perf.md, forty-eighth session),
 # prepared for one device call: checks and times row-major (main's
-# defaults, ET2), chunk-major (CM: --gpu-prologue-weight-order-chunk-major)
-# and its head-major variant (HM: + --gpu-prologue-weight-order-head-major;
-# HM1: + --gpu-prologue-cluster-mma-min-tokens=1, one-token steps on part
-# 3) on M3's two layers with per-tensor FP8 weights.
+# defaults, ET2: --gpu-prologue-weight-order=row-major), chunk-major (CM:
+# =chunk-major) and its head-major variant (HM: =head-major with
+# --gpu-prologue-cluster-mma-min-tokens=2; HM1: =head-major, whose default
+# gives part 3 the one-token steps) on M3's two layers with per-tensor FP8
+# weights.
 #   - msac-host-check --quick --device cuda of the 2,048-channel FP8 model
 #     with HM and HM1 (row-major is checked
 #     in every session; prefill 300, chunked prefill of 500 and of 1-16,
@@ -23,11 +24,10 @@
 #                                                   about 45 MB, ~10 min;
 #                                                   TUNING=1: + 5 MB, 5 min)
 #   bash DIR/h200-weight-order.sh run DIR OUT       (on the GPU machine)
-# The next call (docs/perf.md, fiftieth session's Next; inputs without
-# TUNING), in this order:
-#   TOKENS="1 2 16" run DIR OUT/orders          (checks HM and HM1)
-#   CHECKS= TOKENS="17 32 63" run DIR OUT/rows   (rowsDot's ring, HM)
-#   CHECKS= REPS=1 TOKENS="4 8 128" run DIR OUT/more
+# The fifty-first session's call (bench/results/2026-12-07-h200-s51-head-major.txt):
+#   CHECKS=HM1 VARIANTS="ET2 HM1" TOKENS="1 2 16" run DIR OUT/orders
+#   CHECKS= REPS=1 VARIANTS="ET2 HM1" TOKENS="17 32 63" run DIR OUT/rows
+#   CHECKS= REPS=1 VARIANTS="ET2 HM HM1" TOKENS="4 8 128" run DIR OUT/more
 set -eu
 mode=${1:-}
 DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
@@ -50,9 +50,10 @@ if [ "$mode" = inputs ]; then
   "$BIN/msac-synth" h2048 --config h2048-config.json --layers 2 --seed 3 \
     > /dev/null
   C="--target sm_90a --cuda-toolkit $CUDA --quantize-weights fp8-tensor"
-  CM=--gpu-prologue-weight-order-chunk-major
-  HM="$CM --gpu-prologue-weight-order-head-major"
-  for v in ET2: CM:"$CM" HM:"$HM" HM1:"$HM --gpu-prologue-cluster-mma-min-tokens=1"; do
+  O=--gpu-prologue-weight-order
+  for v in ET2:$O=row-major CM:$O=chunk-major \
+      HM:"$O=head-major --gpu-prologue-cluster-mma-min-tokens=2" \
+      HM1:$O=head-major; do
     name=${v%%:*} flags=${v#*:}
     # shellcheck disable=SC2086
     "$BIN/msac" compile m3 $C --strip-weights $flags -o $name.msa > /dev/null

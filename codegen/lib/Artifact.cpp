@@ -129,8 +129,8 @@ std::string msac::writeArtifact(const std::string &dir,
                    "' cannot be stored in the chunk-major order of " +
                    std::to_string(n) +
                    " ranks (an 8-bit matrix of 128-row and 128 N-column "
-                   "tiles); compile without "
-                   "--gpu-prologue-weight-order-chunk-major";
+                   "tiles); compile with "
+                   "--gpu-prologue-weight-order=row-major";
           if (!stripWeights) {
             ordered.resize(size);
             permuteChunkMajor(data, ordered.data(), b.shape[0].value,

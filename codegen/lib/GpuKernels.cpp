@@ -8141,11 +8141,28 @@ static TuningOpt<int> prologueClusterMaxTokens(
     "and 1 from two tokens)");
 
 static TuningOpt<int> prologueClusterMmaMinTokens(
-    "gpu-prologue-cluster-mma-min-tokens", 2,
+    "gpu-prologue-cluster-mma-min-tokens", 0,
     "Fewest tokens of a step that prologueClusterMmaKernel runs (2, or 1: "
     "one-token steps too, and the one-token cluster kernel, part 2, never "
-    "launches; tuning for the weight orders, whose one-token loads part 2 "
-    "does not keep within a tile)");
+    "launches; 0, the default: 1 where the weights take the head-major "
+    "order, whose one-token loads part 2 does not keep within a tile, else "
+    "2)");
+
+/// The fewest tokens of a step that part 3 (prologueClusterMmaKernel) runs
+/// for an op whose weights are `packed`: --gpu-prologue-cluster-mma-min-
+/// tokens, or where that is 0, 1 with the head-major weight order
+/// (PackedWeight::orderHeadMajor) and 2 otherwise.
+static int64_t clusterMmaMinTokens(const PackedOperands *packed) {
+  if (prologueClusterMmaMinTokens != 0)
+    return prologueClusterMmaMinTokens;
+  if (!packed)
+    return 2;
+  auto it = packed->find(prologueWeightSlot(0));
+  return it != packed->end() && it->second.orderRanks &&
+                 it->second.orderHeadMajor
+             ? 1
+             : 2;
+}
 
 static TuningOpt<int> prologueClusterLaneBytes(
     "gpu-prologue-cluster-lane-bytes", 32,
@@ -8292,7 +8309,7 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
   const int64_t n = prologueClusterSize;
   if (!prologueClustered(s, packed) || prologueClusterMaxTokens < 2 ||
       prologueClusterMaxTokens > kClusterMmaTokens ||
-      prologueClusterMmaMinTokens < 1 || prologueClusterMmaMinTokens > 2 ||
+      prologueClusterMmaMinTokens < 0 || prologueClusterMmaMinTokens > 2 ||
       prologueClusterChunks < 1 || kTileN % (kGpuThreads / kWarp * 8) != 0 ||
       clusterMmaLocal(n) > kGpuThreads / kWarp ||
       kClusterMmaTokens % (kGpuThreads / kWarp) != 0 ||
@@ -8355,7 +8372,8 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     --u;
   g.declareGrid(g.threads, s.totalHeads * n, n,
                 std::clamp<int64_t>(prologueClusterMmaCtas, 4, 6));
-  g.declareTokens(prologueClusterMmaMinTokens, prologueClusterMaxTokens);
+  const int64_t minTokens = clusterMmaMinTokens(k.packed);
+  g.declareTokens(minTokens, prologueClusterMaxTokens);
   // The CTA's channels: chunk j of the slice (clusterMmaChunk() channels)
   // at channel sliceStart(r) + j * chunkStep (--gpu-prologue-cluster-mma-
   // interleave: chunks r, r + N, ...; else the slice [r H / N, (r + 1) H /
@@ -8437,7 +8455,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
   if (!earlyGroup)
     g.gridDependencyWait();
   Value launched =
-      g.andI(k.icmp(CmpI::sge, T, k.c(int64_t(prologueClusterMmaMinTokens))),
+      g.andI(k.icmp(CmpI::sge, T, k.c(minTokens)),
              k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
   Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
   std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
@@ -9621,29 +9639,43 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
       .Default([](Operation *) { return false; });
 }
 
-static TuningOpt<bool> prologueChunkMajor(
-    "gpu-prologue-weight-order-chunk-major", false,
-    "msac compile stores the fused attention prologue's per-tensor FP8 "
-    "weights in the chunk-major tile order of its cluster kernels "
-    "(PackedWeight::orderRanks: per 128-channel chunk c of a CTA's slice, "
-    "the 128 x 128-byte tiles of every head and rank side by side), which "
-    "every kernel of the op then reads; bench/weight_layout.cu streamed "
-    "that order 1.1-1.9 us faster than row-major for M3's dense layer on "
-    "an H100 (docs/perf.md, forty-seventh session; tuning)");
+namespace {
+/// --gpu-prologue-weight-order's values.
+enum class PrologueOrder { RowMajor, ChunkMajor, HeadMajor };
+} // namespace
 
-static TuningOpt<bool> prologueHeadMajor(
-    "gpu-prologue-weight-order-head-major", false,
-    "With --gpu-prologue-weight-order-chunk-major: its head-major variant, "
-    "each head's 128 rows where row-major has them and the chunk-major "
-    "order inside them, so that a CTA's next chunk is 8 tiles (128 KB) on "
-    "for every weight (tuning)");
+static llvm::cl::opt<PrologueOrder> prologueOrder(
+    "gpu-prologue-weight-order", llvm::cl::Hidden,
+    llvm::cl::init(PrologueOrder::RowMajor),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()),
+    llvm::cl::cat(msac::gpuTuningOptionCategory()),
+    llvm::cl::desc(
+        "The order in which msac compile stores the fused attention "
+        "prologue's per-tensor FP8 weights where its sm_90a cluster kernels "
+        "take them (prologueWeightOrder; every kernel of the op, host "
+        "included, then reads that order; tuning: on the H200 head-major "
+        "is 0.1-0.8 us faster at 1-16 tokens and 17-33 % slower at 17-63, "
+        "docs/perf.md, fifty-first session)"),
+    llvm::cl::values(
+        clEnumValN(PrologueOrder::RowMajor, "row-major",
+                   "the checkpoint's [N, K] rows (default)"),
+        clEnumValN(PrologueOrder::ChunkMajor, "chunk-major",
+                   "PackedWeight::orderRanks: per 128-channel chunk c of a "
+                   "CTA's slice, the 128 x 128-byte tiles of every head and "
+                   "rank side by side"),
+        clEnumValN(PrologueOrder::HeadMajor, "head-major",
+                   "each head's 128 rows where row-major has them, the "
+                   "chunk-major order inside them, so that a CTA's next "
+                   "chunk is 8 tiles (128 KB) on for every weight")));
 
-bool msac::kernels::prologueWeightOrderHeadMajor() { return prologueHeadMajor; }
+bool msac::kernels::prologueWeightOrderHeadMajor() {
+  return prologueOrder == PrologueOrder::HeadMajor;
+}
 
 int64_t msac::kernels::prologueWeightOrder(Operation *op,
                                            const PackedOperands *packed) {
   auto prologue = dyn_cast<msa::AttentionPrologueOp>(op);
-  if (!prologueChunkMajor || !prologue)
+  if (!prologue || prologueOrder == PrologueOrder::RowMajor)
     return 0;
   const PrologueShape s(prologue);
   const int64_t n = prologueClusterSize;
@@ -9926,7 +9958,7 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         const bool clusteredMma = clustered && prologueClusterMma(s, k.packed);
         if (part == 2 || part == 3) {
           if (part == 2 && clustered &&
-              !(clusteredMma && prologueClusterMmaMinTokens == 1))
+              !(clusteredMma && clusterMmaMinTokens(k.packed) == 1))
             prologueClusterKernel(g, s, T);
           else if (part == 3 && clusteredMma)
             prologueClusterMmaKernel(g, s, T);
