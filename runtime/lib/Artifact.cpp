@@ -100,7 +100,7 @@ checkBorrowedWeights(const std::string &weightsPath,
            fix;
   std::map<std::string, const json *> theirs;
   for (const json &b : m["buffers"])
-    if (b.is_object() && b.value("kind", "") == "weight" &&
+    if (b.is_object() && b.contains("kind") && b["kind"] == "weight" &&
         b.contains("name") && b["name"].is_string())
       theirs[b["name"].get<std::string>()] = &b;
   for (const Buffer &b : buffers) {
@@ -111,18 +111,21 @@ checkBorrowedWeights(const std::string &weightsPath,
       return "weights.file names " + weightsPath + ", but " + owner +
              " has no weight '" + b.name + "'" + fix;
     const json &t = *it->second;
+    // The other's fields as JSON text (no throw on a wrong type).
+    auto text = [&t](const char *key) {
+      return t.contains(key) ? t[key].dump() : std::string("none");
+    };
     auto order = orders.find(b.name);
     const std::string mine = order == orders.end() ? "" : order->second;
     const std::string other = t.contains("order") ? t["order"].dump() : "";
-    const bool same = t.value("offset", uint64_t(0)) == b.offset &&
-                      t.value("bytes", uint64_t(0)) == b.bytes && mine == other;
+    const bool same = text("offset") == std::to_string(b.offset) &&
+                      text("bytes") == std::to_string(b.bytes) && mine == other;
     if (!same)
       return "weights.file names " + weightsPath + ", whose manifest " + owner +
-             " stores weight '" + b.name + "' at offset " +
-             std::to_string(t.value("offset", uint64_t(0))) + ", " +
-             std::to_string(t.value("bytes", uint64_t(0))) + " bytes, order " +
+             " stores weight '" + b.name + "' at offset " + text("offset") +
+             ", " + text("bytes") + " bytes, order " +
              (other.empty() ? "row-major" : other) +
-             ", but this artifact reads " + "it at offset " +
+             ", but this artifact reads it at offset " +
              std::to_string(b.offset) + ", " + std::to_string(b.bytes) +
              " bytes, order " + (mine.empty() ? "row-major" : mine) + fix;
   }
