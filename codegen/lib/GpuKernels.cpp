@@ -7687,17 +7687,26 @@ static void stepOrWait(GK &g, Value launched, llvm::function_ref<void()> body,
 /// transactions. The transaction count may go below zero if a sender's
 /// bytes come first: the phase needs this arrival too.
 void initSumsBarrier(GK &g, Value bar, llvm::function_ref<Value()> expect,
-                     llvm::function_ref<Value()> bytes) {
+                     llvm::function_ref<Value()> bytes, bool init = true) {
   KB &k = g.k;
   k.ifThen(g.eq(g.tid, k.c(0)), [&] {
-    NVVM::MBarrierInitOp::create(k.b, k.loc, bar, g.ci32(1), Value());
-    NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+    if (init) {
+      NVVM::MBarrierInitOp::create(k.b, k.loc, bar, g.ci32(1), Value());
+      NVVM::FenceMbarrierInitOp::create(k.b, k.loc);
+    }
     k.ifThen(expect(), [&] {
       NVVM::MBarrierArriveExpectTxOp::create(k.b, k.loc, Type(), bar, bytes(),
                                              NVVM::MemScopeKind::CTA,
                                              /*relaxed=*/false, Value());
     });
   });
+}
+
+/// initSumsBarrier's arrival alone, for the mbarrier's next phase (its
+/// previous phase complete, as every waiter on it has seen).
+void armSumsBarrier(GK &g, Value bar, llvm::function_ref<Value()> expect,
+                    llvm::function_ref<Value()> bytes) {
+  initSumsBarrier(g, bar, expect, bytes, /*init=*/false);
 }
 
 /// `st.async` of `values` (one or two f32) to `remote` (shared::cluster),
@@ -7725,18 +7734,22 @@ void stAsyncSums(KB &k, Value remote, ArrayRef<Value> values, Value remoteBar) {
       ArrayAttr());
 }
 
-/// Waits for phase 0 of the mbarrier `bar` (shared::cta) to complete,
-/// acquire at cluster scope (the st.async senders' release).
-void waitSumsBarrier(KB &k, Value bar) {
+/// Waits for the phase of parity `parity` (i32; null: 0, the first
+/// phase) of the mbarrier `bar` (shared::cta) to complete, acquire at
+/// cluster scope (the st.async senders' release).
+void waitSumsBarrier(KB &k, Value bar, Value parity = Value()) {
+  SmallVector<Value> operands{
+      LLVM::PtrToIntOp::create(k.b, k.loc, k.b.getI64Type(), bar).getResult()};
+  if (parity)
+    operands.push_back(parity);
   LLVM::InlineAsmOp::create(
-      k.b, k.loc, TypeRange(),
-      ValueRange{LLVM::PtrToIntOp::create(k.b, k.loc, k.b.getI64Type(), bar)
-                     .getResult()},
-      "{\n.reg .pred p;\nmsac_sums_wait${:uid}:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, "
-      "[$0], 0;\n@!p bra msac_sums_wait${:uid};\n}",
-      "l,~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None,
+      k.b, k.loc, TypeRange(), operands,
+      std::string("{\n.reg .pred p;\nmsac_sums_wait${:uid}:\n"
+                  "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+                  "p, [$0], ") +
+          (parity ? "$1" : "0") + ";\n@!p bra msac_sums_wait${:uid};\n}",
+      parity ? "l,r,~{memory}" : "l,~{memory}", /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
       LLVM::AsmDialectAttr::get(k.b.getContext(), LLVM::AsmDialect::AD_ATT),
       ArrayAttr());
 }
@@ -8133,12 +8146,18 @@ void prologueClusterKernel(GK &g, const PrologueShape &s, Value T) {
 /// slower (27-37 us against 18-22).
 constexpr int64_t kPrologueClusterMmaCtasPerSM = 5;
 
+/// Part 4's passes: on an H100 (docs/perf.md, fifty-second session) M3's
+/// prologue took 54-55 us at 17-32 tokens (2 passes) against 77-93 for
+/// rowsDot's mma.sync tiles, 106 against 137 at 63-64 (4 passes), but 155
+/// against the tile GEMM's 137 at 96 (6 passes).
 static TuningOpt<int> prologueClusterMaxTokens(
-    "gpu-prologue-cluster-max-tokens", 16,
+    "gpu-prologue-cluster-max-tokens", 64,
     "Most tokens of a step whose fused prologue runs as one "
     "thread-block-cluster kernel with f16 tensor-core "
-    "products (prologueClusterMmaKernel, 2-16; 1: parts 0 "
-    "and 1 from two tokens)");
+    "products (prologueClusterMmaKernel: part 3 at 2-16 "
+    "tokens, part 4 above in one pass over the weights per "
+    "16 tokens, up to 128; 16: no part 4; 1: parts 0 and 1 "
+    "from two tokens)");
 
 static TuningOpt<int> prologueClusterMmaMinTokens(
     "gpu-prologue-cluster-mma-min-tokens", 0,
@@ -8256,6 +8275,10 @@ namespace {
 /// The tensor-core cluster kernel's most tokens per step (the rows of its
 /// mma.sync A operand).
 constexpr int64_t kClusterMmaTokens = 16;
+/// The most passes of kClusterMmaTokens tokens over the weights the
+/// tensor-core cluster kernel takes in a step
+/// (--gpu-prologue-cluster-max-tokens up to 8 x 16 = 128).
+constexpr int64_t kClusterMmaMaxPasses = 8;
 /// Most static shared memory of a CTA of the tensor-core cluster kernel
 /// (6 of them fit an H200 multiprocessor's 227 KB; the kernel is capped
 /// for kPrologueClusterMmaCtasPerSM).
@@ -8269,6 +8292,11 @@ int64_t clusterMmaChunk() { return 4 * prologueClusterLaneBytes; }
 /// Steps a CTA of the tensor-core cluster kernel finishes (token t: CTA
 /// t mod N, its local step t / N).
 int64_t clusterMmaLocal(int64_t n) { return (kClusterMmaTokens + n - 1) / n; }
+/// Passes over the weights the tensor-core cluster kernel takes at most:
+/// one per kClusterMmaTokens tokens of --gpu-prologue-cluster-max-tokens.
+int64_t clusterMmaPasses() {
+  return (prologueClusterMaxTokens + kClusterMmaTokens - 1) / kClusterMmaTokens;
+}
 /// 32-bit words of a row of the f16 input slice in shared memory (H / N
 /// channels, padded by 16 bytes: the two rows a quarter-warp reads start
 /// 4 banks apart; with 32 bytes per lane its lanes 0 and 2 of a row still
@@ -8308,7 +8336,7 @@ int64_t clusterMmaInputWords(const PrologueShape &s, int64_t n, int64_t warps) {
 bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
   const int64_t n = prologueClusterSize;
   if (!prologueClustered(s, packed) || prologueClusterMaxTokens < 2 ||
-      prologueClusterMaxTokens > kClusterMmaTokens ||
+      clusterMmaPasses() > kClusterMmaMaxPasses ||
       prologueClusterMmaMinTokens < 0 || prologueClusterMmaMinTokens > 2 ||
       prologueClusterChunks < 1 || kTileN % (kGpuThreads / kWarp * 8) != 0 ||
       clusterMmaLocal(n) > kGpuThreads / kWarp ||
@@ -8348,6 +8376,11 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
 /// (--gpu-prologue-cluster-epilogue-loads-first), waits for them all, adds
 /// the N slots in rank order and runs prologueRowEpilogue: up to 16
 /// epilogues in parallel over the cluster.
+/// Steps of more than 16 tokens (--gpu-prologue-cluster-max-tokens up to
+/// 128) take one pass of all the above per 16 token rows, each streaming
+/// the weights again: the mbarrier's phase p completes pass p, and a
+/// release arrival on the cluster barrier after each pass's epilogue keeps
+/// the next pass's sums out of slots not yet read.
 /// With --gpu-prologue-cluster-mma-early (default) the kernel's steps
 /// issue chunk group 0's weight loads of each warp's first two tiles
 /// (--gpu-prologue-cluster-mma-early-tiles) before griddepcontrol.wait, so
@@ -8359,7 +8392,8 @@ bool prologueClusterMma(const PrologueShape &s, const PackedOperands *packed) {
 /// prologue at 2-16 tokens took 18.1-19.8 us (dense layer) and 19.4-21.2
 /// us (MSA layer) in a CUDA graph with the rolling window, against a
 /// stream of the weights of 14.3 / 15.4 us.
-void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
+void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
+                              bool passes) {
   KB &k = g.k;
   const int64_t n = prologueClusterSize, slice = s.hidden / n;
   const int64_t laneBytes = prologueClusterLaneBytes;
@@ -8372,8 +8406,14 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     --u;
   g.declareGrid(g.threads, s.totalHeads * n, n,
                 std::clamp<int64_t>(prologueClusterMmaCtas, 4, 6));
-  const int64_t minTokens = clusterMmaMinTokens(k.packed);
-  g.declareTokens(minTokens, prologueClusterMaxTokens);
+  // Part 3 (one pass) runs the steps of up to kClusterMmaTokens tokens,
+  // part 4 (`passes`) those above.
+  const int64_t minTokens =
+      passes ? kClusterMmaTokens + 1 : clusterMmaMinTokens(k.packed);
+  const int64_t maxTokens =
+      passes ? int64_t(prologueClusterMaxTokens)
+             : std::min<int64_t>(prologueClusterMaxTokens, kClusterMmaTokens);
+  g.declareTokens(minTokens, maxTokens);
   // The CTA's channels: chunk j of the slice (clusterMmaChunk() channels)
   // at channel sliceStart(r) + j * chunkStep (--gpu-prologue-cluster-mma-
   // interleave: chunks r, r + N, ...; else the slice [r H / N, (r + 1) H /
@@ -8454,9 +8494,8 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       std::clamp<int64_t>(prologueClusterMmaEarlyTiles, 0, tiles);
   if (!earlyGroup)
     g.gridDependencyWait();
-  Value launched =
-      g.andI(k.icmp(CmpI::sge, T, k.c(minTokens)),
-             k.icmp(CmpI::sle, T, k.c(int64_t(prologueClusterMaxTokens))));
+  Value launched = g.andI(k.icmp(CmpI::sge, T, k.c(minTokens)),
+                          k.icmp(CmpI::sle, T, k.c(maxTokens)));
   Value rank = k.irem(g.ctaId, k.c(n)), gh = k.idiv(g.ctaId, k.c(n));
   std::pair<WeightRef, Value> head = weights.row(k.imul(gh, k.c(kTileN)));
   const WeightRef &w = head.first;
@@ -8498,28 +8537,35 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     }
     return raw;
   };
-  SmallVector<SmallVector<Value>> raw0;
   // --gpu-prologue-cluster-mma-async-sums: the mbarrier the CTA's
   // tokens' sums complete (4 bytes per weight row and CTA of the cluster).
   const bool asyncSums = prologueClusterMmaAsyncSums;
   Value sumsBar = asyncSums ? g.sharedSpace(k.i64, 1, 8) : Value();
-  auto body = [&] {
-    if (asyncSums)
-      // This CTA's tokens' bytes: 4 per weight row and CTA of the cluster.
-      initSumsBarrier(
-          g, sumsBar, [&] { return k.icmp(CmpI::ult, rank, T); },
-          [&] {
-            Value tokens = k.iadd(
-                k.idiv(g.isub(k.iadd(T, k.c(-1)), rank), k.c(n)), k.c(1));
-            return arith::IndexCastOp::create(
-                       k.b, k.loc, k.i32, k.imul(tokens, k.c(4 * n * kTileN)))
-                .getResult();
-          });
-    NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
-    if (earlyGroup) {
+  // Whether this CTA finishes any of a pass's `tokens` tokens, and the
+  // bytes of their sums: 4 per weight row and CTA of the cluster.
+  auto hasTokens = [&](Value tokens) {
+    return k.icmp(CmpI::ult, rank, tokens);
+  };
+  auto sumsBytes = [&](Value tokens) {
+    Value mine =
+        k.iadd(k.idiv(g.isub(k.iadd(tokens, k.c(-1)), rank), k.c(n)), k.c(1));
+    return arith::IndexCastOp::create(k.b, k.loc, k.i32,
+                                      k.imul(mine, k.c(4 * n * kTileN)))
+        .getResult();
+  };
+  // One pass over the weights for token rows [base, base + Tb) of the
+  // step (Tb <= kClusterMmaTokens; steps of more tokens take
+  // ceil(T / kClusterMmaTokens) passes, each streaming every weight
+  // again). The caller has arrived on the cluster barrier; `first`: the
+  // kernel's first pass, which waits for the RMSNorm; `parity`: the phase
+  // of the sums' mbarrier this pass completes (null: phase 0).
+  const int64_t maxPasses = passes ? clusterMmaPasses() : 1;
+  auto pass = [&](Value base, Value Tb, bool first, Value parity) {
+    SmallVector<SmallVector<Value>> raw0;
+    if (earlyGroup)
       raw0 = loadGroup(k.c(0), 0, earlyTiles);
+    if (first && earlyGroup)
       g.gridDependencyWait(/*clobber=*/true);
-    }
     // --gpu-prologue-cluster-ahead: groups 0..N-1 before the input's
     // fill, group i + N in the loop's step i (rolling: groups 1..N before
     // the fill, as group 0 is being loaded, group i + 1 + N in step i).
@@ -8559,17 +8605,17 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       Value t = rowOf(j);
       for (int64_t p = 0; p < perLane; ++p)
         raws[j].push_back(g.ifElse(
-            k.icmp(CmpI::ult, t, T), {v4i32},
+            k.icmp(CmpI::ult, t, Tb), {v4i32},
             [&]() -> SmallVector<Value> {
               if (interleave)
                 return {LLVM::LoadOp::create(
                     k.b, k.loc, v4i32,
                     k.gep(laneIn,
-                          k.iadd(k.imul(t, k.c(s.hidden)),
+                          k.iadd(k.imul(k.iadd(base, t), k.c(s.hidden)),
                                  k.c(p * kWarp / perChunk * chunkStep)),
                           k.i16),
                     16)};
-              Value src = k.iadd(k.imul(t, k.c(s.hidden)),
+              Value src = k.iadd(k.imul(k.iadd(base, t), k.c(s.hidden)),
                                  k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
               return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
                                            k.gep(b.in, src, k.i16), 16)};
@@ -8583,6 +8629,17 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
       SmallVector<SmallVector<Value>> rest = loadGroup(k.c(0), earlyTiles);
       for (int64_t c = 0; c < u; ++c)
         raw0[c].append(rest[c].begin(), rest[c].end());
+    }
+    if (!first) {
+      // Every warp is done with the input rows and the sums of the pass
+      // before (this pass's first weight loads and its input's loads in
+      // flight already); the mbarrier's next phase expects this CTA's
+      // tokens of the pass (its phase p completes pass p).
+      g.sync();
+      if (asyncSums)
+        armSumsBarrier(
+            g, sumsBar, [&] { return hasTokens(Tb); },
+            [&] { return sumsBytes(Tb); });
     }
     // Row j's f16 words (perLane x 4, piece-major) times its 2^s_t, whose
     // 2^-s_t lane 0 stores into downs.
@@ -8805,7 +8862,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     auto v2f32 = VectorType::get({2}, k.f32);
     for (int64_t h = 0; h < 2; ++h) {
       Value t = k.iadd(quad, k.c(8 * h));
-      k.ifThen(k.icmp(CmpI::ult, t, T), [&] {
+      k.ifThen(k.icmp(CmpI::ult, t, Tb), [&] {
         Value owner =
             arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(t, k.c(n)));
         // The per-tensor scale and the row's 2^-s_t.
@@ -8849,31 +8906,64 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T) {
     // epilogue, after its loads that do not depend on the sums.
     const bool loadsFirst = asyncSums && prologueClusterEpilogueLoadsFirst;
     k.ifThen(
-        g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, T)),
+        g.andI(k.icmp(CmpI::ult, g.warp, k.c(local)), k.icmp(CmpI::ult, t, Tb)),
         [&] {
           // The CTA's tokens' sums, all of them (acquire at cluster scope:
           // the senders' st.async release).
           if (asyncSums && !loadsFirst)
-            waitSumsBarrier(k, sumsBar);
+            waitSumsBarrier(k, sumsBar, parity);
           prologueByKind(g, s, gh, [&](int kind, Value head) {
-            prologueRowEpilogue(g, s, eb, kind, head, t, gh, T, [&] {
-              if (loadsFirst)
-                waitSumsBarrier(k, sumsBar);
-              SmallVector<Value> v;
-              for (int64_t e = 0; e < 4; ++e) {
-                Value c = k.iadd(
-                    k.iadd(k.imul(g.warp, k.c(kTileN)), k.imul(g.lane, k.c(4))),
-                    k.c(e));
-                Value total = k.loadF(sums, c, k.f32);
-                for (int64_t r = 1; r < n; ++r)
-                  total = k.add(
-                      total,
-                      k.loadF(sums, k.iadd(c, k.c(r * local * kTileN)), k.f32));
-                v.push_back(total);
-              }
-              return v;
-            });
+            prologueRowEpilogue(
+                g, s, eb, kind, head, k.iadd(base, t), gh, T, [&] {
+                  if (loadsFirst)
+                    waitSumsBarrier(k, sumsBar, parity);
+                  SmallVector<Value> v;
+                  for (int64_t e = 0; e < 4; ++e) {
+                    Value c = k.iadd(k.iadd(k.imul(g.warp, k.c(kTileN)),
+                                            k.imul(g.lane, k.c(4))),
+                                     k.c(e));
+                    Value total = k.loadF(sums, c, k.f32);
+                    for (int64_t r = 1; r < n; ++r)
+                      total = k.add(total,
+                                    k.loadF(sums,
+                                            k.iadd(c, k.c(r * local * kTileN)),
+                                            k.f32));
+                    v.push_back(total);
+                  }
+                  return v;
+                });
           });
+        });
+    // The sums' slots and the input rows are taken again by the next pass:
+    // every CTA has read its sums (a release arrival, waited for before
+    // the next pass's sends).
+    if (maxPasses > 1)
+      k.ifThen(k.icmp(CmpI::slt, k.iadd(base, k.c(kClusterMmaTokens)), T),
+               [&] { NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr()); });
+  };
+  auto body = [&] {
+    // Pass 0's tokens (all of them in part 3).
+    Value T0 = passes ? k.c(kClusterMmaTokens) : T;
+    if (asyncSums)
+      initSumsBarrier(
+          g, sumsBar, [&] { return hasTokens(T0); },
+          [&] { return sumsBytes(T0); });
+    NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+    pass(k.c(0), T0, /*first=*/true, Value());
+    if (!passes)
+      return;
+    // Passes 1 .. ceil(T / 16) - 1.
+    k.loop(
+        k.c(1),
+        k.idiv(k.iadd(T, k.c(kClusterMmaTokens - 1)), k.c(kClusterMmaTokens)),
+        [&](Value p) {
+          Value base = k.imul(p, k.c(kClusterMmaTokens));
+          Value left = g.isub(T, base);
+          Value Tb = k.select(k.icmp(CmpI::slt, left, k.c(kClusterMmaTokens)),
+                              left, k.c(kClusterMmaTokens));
+          pass(
+              base, Tb, /*first=*/false,
+              arith::IndexCastOp::create(k.b, k.loc, k.i32, k.irem(p, k.c(2))));
         });
   };
   stepOrWait(g, launched, body, earlyGroup);
@@ -9698,9 +9788,9 @@ int64_t msac::kernels::gpuKernelParts(Operation *op,
     return 4;
   if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
     const PrologueShape s(prologue);
-    return prologueClusterMma(s, packed)  ? 4
-           : prologueClustered(s, packed) ? 3
-                                          : 2;
+    if (prologueClusterMma(s, packed))
+      return clusterMmaPasses() > 1 ? 5 : 4;
+    return prologueClustered(s, packed) ? 3 : 2;
   }
   return isa<msa::MoERouterOp, msa::AttentionPrologueOp, msa::SparseAttentionOp,
              msa::DenseAttentionOp>(op)
@@ -9949,19 +10039,21 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
         const PrologueShape s(o);
         Value T = k.scalar(0);
         // Where the cluster kernels exist (sm_90a), part 2 runs the steps
-        // of one token, part 3 (prologueClusterMma) those of 2 to
-        // --gpu-prologue-cluster-max-tokens (1 to it with
-        // --gpu-prologue-cluster-mma-min-tokens=1, and part 2 none), and
-        // parts 0 and 1 the others; on other targets parts 2 and 3 never
-        // launch.
+        // of one token, part 3 (prologueClusterMma) those of 2 to 16 (1 to
+        // 16 with --gpu-prologue-cluster-mma-min-tokens=1, and part 2
+        // none), part 4 (the same kernel in passes of 16 tokens) those of
+        // 17 to --gpu-prologue-cluster-max-tokens, and parts 0 and 1 the
+        // others; on other targets parts 2-4 never launch.
         const bool clustered = wgmma && prologueClustered(s, k.packed);
         const bool clusteredMma = clustered && prologueClusterMma(s, k.packed);
-        if (part == 2 || part == 3) {
+        if (part >= 2) {
           if (part == 2 && clustered &&
               !(clusteredMma && clusterMmaMinTokens(k.packed) == 1))
             prologueClusterKernel(g, s, T);
           else if (part == 3 && clusteredMma)
-            prologueClusterMmaKernel(g, s, T);
+            prologueClusterMmaKernel(g, s, T, /*passes=*/false);
+          else if (part == 4 && clusteredMma && clusterMmaPasses() > 1)
+            prologueClusterMmaKernel(g, s, T, /*passes=*/true);
           else
             g.declareTokens(2, 1);
           return;

@@ -43,7 +43,8 @@
 //   * one-shot prefill, chunked prefill (chunks of 500, crossing block
 //     boundaries), and token-by-token decode from the first token;
 //   * for prompts of at most 300 tokens, chunked prefill in steps of 1-16
-//     tokens (kSmallChunks: decode-sized batches, 9-16 tokens included);
+//     tokens (kSmallChunks: decode-sized batches, 9-16 tokens included),
+//     and for those of 17-300 in steps of 17-128 (kMidChunks);
 //   * three sequences of different lengths packed in one step;
 // with cache pages handed out in a scrambled order. Prints the worst error
 // and exits 1 when it exceeds the tolerance.
@@ -243,6 +244,11 @@ public:
 /// over the channels) and than prefill-sized chunks.
 constexpr int64_t kSmallChunks[] = {9,  16, 1, 12, 8,  13, 2,
                                     15, 10, 4, 14, 11, 3,  16};
+
+/// Chunk sizes (cycled) of the mid-size prefill: 17-128 tokens, which
+/// GPU kernels may take in several passes of 16 token rows (the last one
+/// partial) or by the tile GEMM, on either side of their thresholds.
+constexpr int64_t kMidChunks[] = {17, 40, 64, 23, 33, 128, 48, 63, 32, 65};
 
 std::vector<int32_t> prompt(int64_t length, int64_t salt, int64_t vocab) {
   std::vector<int32_t> p(length);
@@ -706,6 +712,9 @@ int main(int argc, char **argv) {
       chunked("chunked prefill (1-16)", 3, [](int64_t i) {
         return kSmallChunks[i % std::size(kSmallChunks)];
       });
+    if (length > 16 && length <= 300)
+      chunked("chunked prefill (17-128)", 0,
+              [](int64_t i) { return kMidChunks[i % std::size(kMidChunks)]; });
     chunked("token-by-token decode", 2, [](int64_t) { return 1; });
   }
 
