@@ -8244,6 +8244,17 @@ static TuningOpt<int> prologueClusterMmaEarlyTiles(
     "/ 24.9 us at 2 / 8 / 16 tokens with 2, against 23.8 / 24.7 / 26.3 "
     "with all 4; docs/perf.md, forty-fifth session; tuning)");
 
+static TuningOpt<bool> prologueClusterPassesProgrammatic(
+    "gpu-prologue-cluster-passes-programmatic", false,
+    "Part 4 of the fused prologue (its 17-64-token steps in passes) is a "
+    "programmatic dependent of the RMSNorm before it, like part 3 (false, "
+    "the default: an ordinary launch after the norm, so that no cluster "
+    "waits for the norm's CTAs to leave and then runs all its passes after "
+    "the others; on an H100 the RMSNorm and M3's MSA prologue took 99.8 / "
+    "128.8 us at 48 / 64 tokens against 110.4 / 144.6 as a programmatic "
+    "dependent, the dense layer's 0.9-2.6 us more at 17-48; docs/perf.md, "
+    "fifty-second session; tuning)");
+
 static TuningOpt<bool> prologueClusterMmaAsyncSums(
     "gpu-prologue-cluster-mma-async-sums", true,
     "The prologue's tensor-core cluster kernel (2-16 tokens) sends each "
@@ -8424,7 +8435,8 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
   auto sliceStart = [&](Value r) {
     return k.imul(r, k.c(interleave ? clusterMmaChunk() : slice));
   };
-  if (prologueProgrammatic || programmaticLaunches)
+  if ((prologueProgrammatic || programmaticLaunches) &&
+      (!passes || prologueClusterPassesProgrammatic || programmaticLaunches))
     g.declareProgrammatic();
   PrologueBuffers b(g, s);
   PrologueWeights weights(g, s, b, elementOf(s.weight(0)));
