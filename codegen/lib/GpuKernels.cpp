@@ -8571,7 +8571,6 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
   // again). The caller has arrived on the cluster barrier; `first`: the
   // kernel's first pass, which waits for the RMSNorm; `parity`: the phase
   // of the sums' mbarrier this pass completes (null: phase 0).
-  const int64_t maxPasses = passes ? clusterMmaPasses() : 1;
   auto pass = [&](Value base, Value Tb, bool first, Value parity) {
     SmallVector<SmallVector<Value>> raw0;
     if (earlyGroup)
@@ -8949,7 +8948,7 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
     // The sums' slots and the input rows are taken again by the next pass:
     // every CTA has read its sums (a release arrival, waited for before
     // the next pass's sends).
-    if (maxPasses > 1)
+    if (passes)
       k.ifThen(k.icmp(CmpI::slt, k.iadd(base, k.c(kClusterMmaTokens)), T),
                [&] { NVVM::ClusterArriveOp::create(k.b, k.loc, UnitAttr()); });
   };
