@@ -1,7 +1,8 @@
 #!/bin/bash
 # The fused prologue's weight orders (docs/perf.md, forty-eighth session),
 # prepared for one device call: checks and times row-major (main's
-# defaults, ET2: --gpu-prologue-weight-order=row-major), chunk-major (CM:
+# default until the fifty-third session, ET2:
+# --gpu-prologue-weight-order=row-major), chunk-major (CM:
 # =chunk-major) and its head-major variant (HM: =head-major with
 # --gpu-prologue-cluster-mma-min-tokens=2; HM1: =head-major, whose default
 # gives part 3 the one-token steps) on M3's two layers with per-tensor FP8

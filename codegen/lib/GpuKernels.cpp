@@ -8276,6 +8276,46 @@ static TuningOpt<bool> prologueClusterMmaInterleave(
     "slower in M3's dense / MSA layer at 2-16 tokens; docs/perf.md, "
     "forty-seventh session; tuning)");
 
+static TuningOpt<bool> prologueClusterMmaWeightsNoL1(
+    "gpu-prologue-cluster-mma-weights-no-l1", false,
+    "The prologue's tensor-core cluster kernel (parts 3 and 4) loads its "
+    "weights with ld.global.nc.L1::no_allocate (the read-only path, no L1 "
+    "lines: each weight byte is read once per step) instead of generic "
+    "loads (tuning)");
+
+static TuningOpt<bool> prologueClusterMmaInputNc(
+    "gpu-prologue-cluster-mma-input-nc", false,
+    "The prologue's tensor-core cluster kernel (parts 3 and 4) loads the "
+    "step's input rows with ld.global.nc (the read-only path; the rows are "
+    "not written while it runs) instead of generic loads (tuning)");
+
+/// A 16-byte load of global memory at the generic address `p` as inline
+/// PTX `ld.global<qualifiers>.v4.u32` (e.g. ".nc.L1::no_allocate": PTX
+/// ISA, ld), as a vector of 4 i32. It is kept in program order with the
+/// kernel's other side effects (the input's loads must stay after
+/// griddepcontrol.wait).
+static Value loadGlobalV4(KB &k, Value p, llvm::StringRef qualifiers) {
+  MLIRContext *ctx = k.b.getContext();
+  auto i32 = k.b.getI32Type();
+  auto st = LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32});
+  std::string text = ("{\n.reg .u64 g;\ncvta.to.global.u64 g, $4;\nld.global" +
+                      qualifiers + ".v4.u32 {$0, $1, $2, $3}, [g];\n}")
+                         .str();
+  Value r =
+      LLVM::InlineAsmOp::create(
+          k.b, k.loc, st, ValueRange{p}, text, "=r,=r,=r,=r,l",
+          /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT), ArrayAttr())
+          .getRes();
+  auto v4 = VectorType::get({4}, i32);
+  Value v = LLVM::PoisonOp::create(k.b, k.loc, v4);
+  for (int64_t i = 0; i < 4; ++i)
+    v = LLVM::InsertElementOp::create(
+        k.b, k.loc, v, LLVM::ExtractValueOp::create(k.b, k.loc, r, i), k.ci(i));
+  return v;
+}
+
 static TuningOpt<int> prologueClusterChunks(
     "gpu-prologue-cluster-chunks", 1,
     "Chunks (4 x --gpu-prologue-cluster-lane-bytes channels) "
@@ -8528,6 +8568,12 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
           : k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
                                  k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
       k.b.getI8Type());
+  // One 16-byte word of the weights (--gpu-prologue-cluster-mma-weights-no-l1).
+  auto weightLoad = [&](Value at) -> Value {
+    if (prologueClusterMmaWeightsNoL1)
+      return loadGlobalV4(k, at, ".nc.L1::no_allocate");
+    return LLVM::LoadOp::create(k.b, k.loc, v4i32, at, 16);
+  };
   // Chunk group `it`'s weight loads, all in flight together: per chunk,
   // tiles x laneBytes / 16 words of 16 bytes.
   // Tiles [firstTile, endTile) only, where given (their words in the
@@ -8541,11 +8587,9 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
       Value off = ordered ? order.chunks(chunk) : k.imul(chunk, k.c(chunkStep));
       for (int64_t nt = firstTile; nt < endTile; ++nt)
         for (int64_t v = 0; v < laneBytes / 16; ++v)
-          raw[c].push_back(LLVM::LoadOp::create(
-              k.b, k.loc, v4i32,
+          raw[c].push_back(weightLoad(
               k.gep(wAt, k.iadd(off, k.c(8 * nt * rowBytes + 16 * v)),
-                    k.b.getI8Type()),
-              16));
+                    k.b.getI8Type())));
     }
     return raw;
   };
@@ -8628,8 +8672,10 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
                     16)};
               Value src = k.iadd(k.imul(k.iadd(base, t), k.c(s.hidden)),
                                  k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
-              return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
-                                           k.gep(b.in, src, k.i16), 16)};
+              Value at = k.gep(b.in, src, k.i16);
+              if (prologueClusterMmaInputNc)
+                return {loadGlobalV4(k, at, ".nc")};
+              return {LLVM::LoadOp::create(k.b, k.loc, v4i32, at, 16)};
             },
             [&]() -> SmallVector<Value> {
               return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
@@ -8832,11 +8878,9 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
                   Value off = ordered ? order.chunks(chunk)
                                       : k.imul(chunk, k.c(chunkStep));
                   for (int64_t v = 0; v < laneBytes / 16; ++v)
-                    fresh.push_back(LLVM::LoadOp::create(
-                        k.b, k.loc, v4i32,
+                    fresh.push_back(weightLoad(
                         k.gep(wAt, k.iadd(off, k.c(8 * nt * rowBytes + 16 * v)),
-                              k.b.getI8Type()),
-                        16));
+                              k.b.getI8Type())));
                   return fresh;
                 });
             for (const SmallVector<Value> &words : raw)
@@ -9742,24 +9786,27 @@ bool msac::kernels::hasGpuKernel(Operation *op, int64_t threads) {
 
 namespace {
 /// --gpu-prologue-weight-order's values.
-enum class PrologueOrder { RowMajor, ChunkMajor, HeadMajor };
+enum class PrologueOrder { Auto, RowMajor, ChunkMajor, HeadMajor };
 } // namespace
 
 static llvm::cl::opt<PrologueOrder> prologueOrder(
     "gpu-prologue-weight-order", llvm::cl::Hidden,
-    llvm::cl::init(PrologueOrder::RowMajor),
+    llvm::cl::init(PrologueOrder::Auto),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()),
     llvm::cl::cat(msac::gpuTuningOptionCategory()),
     llvm::cl::desc(
         "The order in which msac compile stores the fused attention "
         "prologue's per-tensor FP8 weights where its sm_90a cluster kernels "
         "take them (prologueWeightOrder; every kernel of the op, host "
-        "included, then reads that order; tuning: on the H200 head-major "
-        "is 0.1-0.8 us faster at 1-16 tokens and 17-33 % slower at 17-63, "
-        "docs/perf.md, fifty-first session)"),
+        "included, then reads that order; default auto: head-major when the "
+        "compile's targets include sm_90a, else row-major; docs/perf.md, "
+        "fifty-third session)"),
     llvm::cl::values(
+        clEnumValN(PrologueOrder::Auto, "auto",
+                   "head-major with an sm_90a target, else row-major "
+                   "(default)"),
         clEnumValN(PrologueOrder::RowMajor, "row-major",
-                   "the checkpoint's [N, K] rows (default)"),
+                   "the checkpoint's [N, K] rows"),
         clEnumValN(PrologueOrder::ChunkMajor, "chunk-major",
                    "PackedWeight::orderRanks: per 128-channel chunk c of a "
                    "CTA's slice, the 128 x 128-byte tiles of every head and "
@@ -9769,14 +9816,29 @@ static llvm::cl::opt<PrologueOrder> prologueOrder(
                    "chunk-major order inside them, so that a CTA's next "
                    "chunk is 8 tiles (128 KB) on for every weight")));
 
+/// What --gpu-prologue-weight-order=auto stands for
+/// (setPrologueWeightOrderTargets).
+static PrologueOrder autoPrologueOrder = PrologueOrder::RowMajor;
+
+void msac::kernels::setPrologueWeightOrderTargets(bool sm90a) {
+  autoPrologueOrder =
+      sm90a ? PrologueOrder::HeadMajor : PrologueOrder::RowMajor;
+}
+
+/// --gpu-prologue-weight-order with auto resolved.
+static PrologueOrder effectivePrologueOrder() {
+  return prologueOrder == PrologueOrder::Auto ? autoPrologueOrder
+                                              : PrologueOrder(prologueOrder);
+}
+
 bool msac::kernels::prologueWeightOrderHeadMajor() {
-  return prologueOrder == PrologueOrder::HeadMajor;
+  return effectivePrologueOrder() == PrologueOrder::HeadMajor;
 }
 
 int64_t msac::kernels::prologueWeightOrder(Operation *op,
                                            const PackedOperands *packed) {
   auto prologue = dyn_cast<msa::AttentionPrologueOp>(op);
-  if (!prologue || prologueOrder == PrologueOrder::RowMajor)
+  if (!prologue || effectivePrologueOrder() == PrologueOrder::RowMajor)
     return 0;
   const PrologueShape s(prologue);
   const int64_t n = prologueClusterSize;

@@ -75,13 +75,21 @@ bool hasE2M1Kernel(Operation *op, int64_t threads, int64_t part);
 /// sm_90a kernels, or 0 for row-major: for msa.attention_prologue whose
 /// per-tensor FP8 projections take the cluster kernels of 1 and 2-16
 /// tokens (N CTAs per head, each over H / N channels in 128-channel
-/// chunks), N with --gpu-prologue-weight-order=chunk-major or head-major;
-/// else 0. Every GPU and host body of the op reads the order its
-/// PackedWeights name.
+/// chunks), N with --gpu-prologue-weight-order=chunk-major or head-major
+/// (or auto, the default, where setPrologueWeightOrderTargets named an
+/// sm_90a target); else 0. Every GPU and host body of the op reads the
+/// order its PackedWeights name.
 int64_t prologueWeightOrder(Operation *op, const PackedOperands *packed);
 /// Whether that order is its head-major variant
-/// (PackedWeight::orderHeadMajor; --gpu-prologue-weight-order=head-major).
+/// (PackedWeight::orderHeadMajor; --gpu-prologue-weight-order=head-major,
+/// or auto with an sm_90a target).
 bool prologueWeightOrderHeadMajor();
+/// What --gpu-prologue-weight-order=auto means for the compile that
+/// follows: head-major when its targets include sm_90a (`sm90a`; on the
+/// H200 and the H100 the order is as fast as row-major or faster at every
+/// token count, docs/perf.md, fifty-third session), else row-major. Until
+/// called, auto means row-major.
+void setPrologueWeightOrderTargets(bool sm90a);
 
 /// Emits part `part` of the GPU kernel body of `op` through `k` (a function
 /// `(ptr buffers, ptr scalars)`); shared-memory arrays become

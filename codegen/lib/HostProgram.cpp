@@ -1249,7 +1249,8 @@ FailureOr<HostProgram> ProgramBuilder::run() {
 FailureOr<HostProgram>
 msac::buildHostProgram(ModuleOp module,
                        const std::vector<std::string> &genericGpuOps,
-                       bool wideTiles, bool packedWeights) {
+                       bool wideTiles, bool packedWeights, bool sm90a) {
+  kernels::setPrologueWeightOrderTargets(sm90a);
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<LLVM::LLVMDialect, scf::SCFDialect, math::MathDialect,
                    arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,

@@ -686,7 +686,8 @@ int runCompile() {
   mlir::FailureOr<HostProgram> program = buildHostProgram(
       *module,
       std::vector<std::string>(genericGpuOps.begin(), genericGpuOps.end()),
-      wideTiles, packedWeights);
+      wideTiles, packedWeights,
+      llvm::any_of(gpus, [](const GpuTarget *g) { return g->wgmma; }));
   if (failed(program))
     return 1;
   if (emit == EmitStage::Kernels)

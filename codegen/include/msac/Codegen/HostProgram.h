@@ -170,16 +170,18 @@ bool hasSpecificGpuKernel(mlir::Operation *op);
 /// WgmmaLayout.h: the wide tile; msac compile turns it on by default).
 /// With `packedWeights` a `bsq.dequantize` of a packed weight whose every
 /// user is the weight of an msa.linear, one of msa.moe_experts' expert
-/// stacks or a projection of msa.attention_prologue is not run at load: those kernels read the packed payload and
-/// scales in place and dequantize in registers (KernelBuilder.h,
-/// PackedWeight: the host kernels to the load-time copy's FP32 values;
-/// GPU tensor-core paths to exact bf16 products with the block scale,
-/// docs/architecture.md); other dequantized weights still get an FP32
-/// copy at load.
-mlir::FailureOr<HostProgram>
-buildHostProgram(mlir::ModuleOp module,
-                 const std::vector<std::string> &genericGpuOps = {},
-                 bool wideTiles = false, bool packedWeights = false);
+/// stacks or a projection of msa.attention_prologue is not run at load: those
+/// kernels read the packed payload and scales in place and dequantize in
+/// registers (KernelBuilder.h, PackedWeight: the host kernels to the load-time
+/// copy's FP32 values; GPU tensor-core paths to exact bf16 products with the
+/// block scale, docs/architecture.md); other dequantized weights still get an
+/// FP32 copy at load. `sm90a`: the program's GPU targets include sm_90a, so the
+/// fused prologue's per-tensor FP8 weights are stored in the order its sm_90a
+/// cluster kernels read best (--gpu-prologue-weight-order's default, auto:
+/// head-major; row-major without).
+mlir::FailureOr<HostProgram> buildHostProgram(
+    mlir::ModuleOp module, const std::vector<std::string> &genericGpuOps = {},
+    bool wideTiles = false, bool packedWeights = false, bool sm90a = false);
 
 /// Lowers a kernel module to the LLVM dialect (scf -> cf, arith, math,
 /// func -> llvm).
