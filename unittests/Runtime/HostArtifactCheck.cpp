@@ -198,8 +198,17 @@ public:
     table.assign(kSeqs * blocks, -1);
   }
 
-  /// Gives sequence `seq` pages up to `length` tokens.
+  /// Gives sequence `seq` (0 to kSeqs - 1) pages up to `length` tokens (at
+  /// most the artifact's blocks per sequence); anything else is a bug of
+  /// this tool, reported as such rather than written past the table.
   void reserve(int64_t seq, int64_t length, Pages &pages) {
+    if (seq < 0 || seq >= kSeqs || length > blocks * pageSize) {
+      std::cerr << "msac-host-check: internal error: sequence " << seq
+                << " of " << length << " tokens does not fit the harness ("
+                << kSeqs << " sequences of at most " << blocks * pageSize
+                << " tokens)\n";
+      std::exit(2);
+    }
     for (int64_t b = 0; b * pageSize < length; ++b)
       if (table[seq * blocks + b] < 0)
         table[seq * blocks + b] = pages.take();
