@@ -12,8 +12,10 @@
 #          part 4 at 17-64 in that order);
 #   RM64   --gpu-prologue-weight-order=row-major (part 2 at one token,
 #          part 3 at 2-16, part 4 at 17-64);
+#   WNL    --gpu-prologue-cluster-mma-weights-no-l1 (part 3's weights by
+#          ld.global.nc.L1::no_allocate, as part 4's by default);
 #   - msac-host-check --quick --device cuda of the 2,048-channel FP8 model
-#     with NEW and HM64 (H2048 lists those built; prefill 300, chunked
+#     with NEW and WNL (H2048 lists those built; prefill 300, chunked
 #     prefill of 500, of 1-16 and of 17-128, decode, a batch of 3 then a
 #     3-token decode);
 #   - read_floor (the stream of the dense / MSA layer's weight bytes);
@@ -52,11 +54,12 @@ if [ "$mode" = inputs ]; then
   C="--target sm_90a --cuda-toolkit $CUDA --quantize-weights fp8-tensor"
   O=--gpu-prologue-weight-order
   M=--gpu-prologue-cluster-max-tokens
-  for v in NEW: OLD16:$M=16 HM64:$O=head-major RM64:$O=row-major; do
+  W=--gpu-prologue-cluster-mma-weights-no-l1
+  for v in NEW: OLD16:$M=16 HM64:$O=head-major RM64:$O=row-major WNL:$W; do
     name=${v%%:*} flags=${v#*:}
     # shellcheck disable=SC2086
     "$BIN/msac" compile m3 $C --strip-weights $flags -o $name.msa > /dev/null
-    case " ${H2048:-NEW HM64} " in *" $name "*) ;; *) continue ;; esac
+    case " ${H2048:-NEW WNL} " in *" $name "*) ;; *) continue ;; esac
     # shellcheck disable=SC2086
     "$BIN/msac" compile h2048 $C $flags -o h2048-$name.msa > /dev/null
     gzip -1 h2048-$name.msa/weights.bin
@@ -89,7 +92,7 @@ echo "== read_floor"; ./mb/read_floor 2>&1 | tail -3
 for rep in $(seq 1 "${REPS:-1}"); do
   for T in ${TOKENS-1 8 16 17 24 32 48 63 64 96 128}; do
     # shellcheck disable=SC2086
-    for V in ${VARIANTS:-NEW OLD16 HM64 RM64}; do
+    for V in ${VARIANTS:-NEW OLD16 HM64 RM64 WNL}; do
       [ -d "$V.msa" ] || continue
       echo "== $V T=$T rep=$rep"
       # The decode schedule's launches of the two prologues: dense, MSA,

@@ -8278,22 +8278,25 @@ static TuningOpt<bool> prologueClusterMmaInterleave(
 
 static TuningOpt<bool> prologueClusterMmaWeightsNoL1(
     "gpu-prologue-cluster-mma-weights-no-l1", false,
-    "The prologue's tensor-core cluster kernel (parts 3 and 4) loads its "
-    "weights with ld.global.nc.L1::no_allocate (the read-only path, no L1 "
-    "lines: each weight byte is read once per step) instead of generic "
-    "loads (tuning)");
+    "Part 3 of the fused prologue (the tensor-core cluster kernel of 1-16 "
+    "tokens) loads its weights with ld.global.nc.L1::no_allocate (the "
+    "read-only path, no L1 lines: each weight byte is read once per pass) "
+    "instead of generic loads (on an H100 at 16 tokens 0.35 / 1.15 us "
+    "faster in M3's dense / MSA layer, at 2 tokens 0.4 us slower / 0.2 us "
+    "faster; docs/perf.md, fifty-third session; tuning)");
 
-static TuningOpt<bool> prologueClusterMmaInputNc(
-    "gpu-prologue-cluster-mma-input-nc", false,
-    "The prologue's tensor-core cluster kernel (parts 3 and 4) loads the "
-    "step's input rows with ld.global.nc (the read-only path; the rows are "
-    "not written while it runs) instead of generic loads (tuning)");
+static TuningOpt<bool> prologueClusterPassesWeightsNoL1(
+    "gpu-prologue-cluster-passes-weights-no-l1", true,
+    "Part 4 of the fused prologue (its 17-64-token steps in passes) loads "
+    "its weights with ld.global.nc.L1::no_allocate instead of generic loads "
+    "(on an H100 at 32 tokens 46.3 / 49.1 us against 54.6 / 59.3 in M3's "
+    "dense / MSA layer; docs/perf.md, fifty-third session; tuning)");
 
 /// A 16-byte load of global memory at the generic address `p` as inline
 /// PTX `ld.global<qualifiers>.v4.u32` (e.g. ".nc.L1::no_allocate": PTX
-/// ISA, ld), as a vector of 4 i32. It is kept in program order with the
-/// kernel's other side effects (the input's loads must stay after
-/// griddepcontrol.wait).
+/// ISA, ld), as a vector of 4 i32, kept in program order with the kernel's
+/// other side effects. The .nc path is for bytes no kernel of the step
+/// writes (weights).
 static Value loadGlobalV4(KB &k, Value p, llvm::StringRef qualifiers) {
   MLIRContext *ctx = k.b.getContext();
   auto i32 = k.b.getI32Type();
@@ -8568,9 +8571,12 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
           : k.iadd(first, k.iadd(k.imul(wRow, k.c(s.hidden)),
                                  k.iadd(c0, k.imul(inQuad, k.c(laneBytes))))),
       k.b.getI8Type());
-  // One 16-byte word of the weights (--gpu-prologue-cluster-mma-weights-no-l1).
+  // One 16-byte word of the weights (--gpu-prologue-cluster-mma-weights-no-l1,
+  // --gpu-prologue-cluster-passes-weights-no-l1).
+  const bool weightsNoL1 =
+      passes ? prologueClusterPassesWeightsNoL1 : prologueClusterMmaWeightsNoL1;
   auto weightLoad = [&](Value at) -> Value {
-    if (prologueClusterMmaWeightsNoL1)
+    if (weightsNoL1)
       return loadGlobalV4(k, at, ".nc.L1::no_allocate");
     return LLVM::LoadOp::create(k.b, k.loc, v4i32, at, 16);
   };
@@ -8672,10 +8678,13 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
                     16)};
               Value src = k.iadd(k.imul(k.iadd(base, t), k.c(s.hidden)),
                                  k.iadd(c0, k.imul(pieceOf(p), k.c(8))));
-              Value at = k.gep(b.in, src, k.i16);
-              if (prologueClusterMmaInputNc)
-                return {loadGlobalV4(k, at, ".nc")};
-              return {LLVM::LoadOp::create(k.b, k.loc, v4i32, at, 16)};
+              // Not ld.global.nc, which declares the bytes read-only for
+              // the kernel's whole run: in a programmatic dependent launch
+              // the RMSNorm writes them while it runs (with .nc the GPU
+              // check failed at 1-16 tokens; docs/perf.md, fifty-third
+              // session).
+              return {LLVM::LoadOp::create(k.b, k.loc, v4i32,
+                                           k.gep(b.in, src, k.i16), 16)};
             },
             [&]() -> SmallVector<Value> {
               return {LLVM::ZeroOp::create(k.b, k.loc, v4i32)};
