@@ -76,12 +76,12 @@ chmod +x msac-run msac-host-check msac-synth mb/*
 export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 status=0
-if [ -n "${CHECKS-NEW}" ]; then
+if [ -n "${CHECKS-NEW WNL}" ]; then
   ./msac-synth h2048 --config h2048-config.json --layers 2 --seed 3 --force \
     > /dev/null
   sha256sum -c --quiet sums.txt || { echo "checks: checkpoint differs"; status=1; }
 fi
-for name in ${CHECKS-NEW}; do
+for name in ${CHECKS-NEW WNL}; do
   [ ! -f h2048-$name.msa/weights.bin.gz ] || gunzip h2048-$name.msa/weights.bin.gz
   timeout 300 ./msac-host-check h2048-$name.msa h2048 --quick --device cuda \
     --quantize-weights fp8-tensor > "$OUT/check-$name.txt" 2>&1 || status=1

@@ -8278,8 +8278,8 @@ static TuningOpt<bool> prologueClusterMmaInterleave(
 
 static TuningOpt<bool> prologueClusterMmaWeightsNoL1(
     "gpu-prologue-cluster-mma-weights-no-l1", false,
-    "Part 3 of the fused prologue (the tensor-core cluster kernel of 1-16 "
-    "tokens) loads its weights with ld.global.nc.L1::no_allocate (the "
+    "Part 3 of the fused prologue (the tensor-core cluster kernel of up to "
+    "16 tokens) loads its weights with ld.global.nc.L1::no_allocate (the "
     "read-only path, no L1 lines: each weight byte is read once per pass) "
     "instead of generic loads (on an H100 at 16 tokens 0.35 / 1.15 us "
     "faster in M3's dense / MSA layer, at 2 tokens 0.4 us slower / 0.2 us "

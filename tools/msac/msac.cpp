@@ -686,8 +686,9 @@ int runCompile() {
   mlir::FailureOr<HostProgram> program = buildHostProgram(
       *module,
       std::vector<std::string>(genericGpuOps.begin(), genericGpuOps.end()),
-      wideTiles, packedWeights,
-      llvm::any_of(gpus, [](const GpuTarget *g) { return g->wgmma; }));
+      wideTiles, packedWeights, llvm::any_of(gpus, [](const GpuTarget *g) {
+        return g->name == "sm_90a";
+      }));
   if (failed(program))
     return 1;
   if (emit == EmitStage::Kernels)

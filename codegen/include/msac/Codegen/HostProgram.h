@@ -178,7 +178,8 @@ bool hasSpecificGpuKernel(mlir::Operation *op);
 /// FP32 copy at load. `sm90a`: the program's GPU targets include sm_90a, so the
 /// fused prologue's per-tensor FP8 weights are stored in the order its sm_90a
 /// cluster kernels read best (--gpu-prologue-weight-order's default, auto:
-/// head-major; row-major without).
+/// head-major; row-major without, so a caller that leaves it false gets
+/// row-major artifacts whatever its targets).
 mlir::FailureOr<HostProgram> buildHostProgram(
     mlir::ModuleOp module, const std::vector<std::string> &genericGpuOps = {},
     bool wideTiles = false, bool packedWeights = false, bool sm90a = false);
