@@ -669,7 +669,7 @@ void logitsKernel(KB &k, msa::LogitsOp op) {
 /// [global], out (f32, logical shape); out[i] = loadWeight(i) = storage *
 /// scale [* global], FP32.
 void dequantizeKernel(KB &k, const PackedWeight &p) {
-  WeightRef w{k.ptr(0), Type(), &p, k.ptr(1), Value()};
+  WeightRef w{k.ptr(0), Type(), &p, k.ptr(1), Value(), Value()};
   if (p.hasGlobal)
     w.global = k.ptr(2);
   Value out = k.ptr(p.hasGlobal ? 3 : 2);
