@@ -1,21 +1,26 @@
 #!/bin/bash
 # The fused prologue's tensor-core cluster kernel in passes of 16 tokens
-# at 17-64 tokens (part 4; docs/perf.md, fifty-second session), prepared
+# above 16 tokens (part 4; docs/perf.md, fifty-second session), prepared
 # for one device call: checks and times, on M3's two layers with
 # per-tensor FP8 weights,
-#   NEW    main's defaults (part 3 at 1-16 tokens, part 4 at 17-64, the
-#          tile GEMM from 65; head-major weights since the fifty-third
-#          session, whose call 1 built NEW before that: row-major);
+#   NEW    main's defaults (part 3 at 1-16 tokens, part 4 at 17-96, the
+#          tile GEMM from 97; head-major weights since the fifty-third
+#          session, whose call 1 built NEW before that: row-major; part 4
+#          up to 64 tokens before the fifty-fourth);
 #   OLD16  --gpu-prologue-cluster-max-tokens=16 (no part 4: rowsDot's
 #          mma.sync tiles at 17-63 and the tile GEMM from 64, as before);
-#   HM64   --gpu-prologue-weight-order=head-major (part 3 at 1-16 tokens,
-#          part 4 at 17-64 in that order);
-#   RM64   --gpu-prologue-weight-order=row-major (part 2 at one token,
-#          part 3 at 2-16, part 4 at 17-64);
+#   P64    --gpu-prologue-cluster-max-tokens=64 (the tile GEMM from 65,
+#          the default before the fifty-fourth session);
+#   HM64   P64 with --gpu-prologue-weight-order=head-major (part 3 at 1-16
+#          tokens, part 4 at 17-64 in that order);
+#   RM64   P64 with --gpu-prologue-weight-order=row-major (part 2 at one
+#          token, part 3 at 2-16, part 4 at 17-64);
 #   WNL    --gpu-prologue-cluster-mma-weights-no-l1 (part 3's weights by
 #          ld.global.nc.L1::no_allocate, as part 4's by default);
-#   P96 / P128  --gpu-prologue-cluster-max-tokens=96 / 128 (part 4's
-#          passes up to 96 / 128 tokens instead of the tile GEMM);
+#   P128   --gpu-prologue-cluster-max-tokens=128 (part 4's passes up to
+#          128 tokens instead of the tile GEMM);
+#   LH4    --gpu-prologue-cluster-mma-weights-no-l1-min-tokens=4 (part
+#          3's weights as WNL's from 4 tokens, generic loads below);
 #   - msac-host-check --quick --device cuda of the 2,048-channel FP8 model
 #     with NEW and WNL (H2048 lists those built; prefill 300, chunked
 #     prefill of 500, of 1-16 and of 17-128, decode, a batch of 3 then a
@@ -27,7 +32,7 @@
 #     63 64 96 128), interleaved, medians of REPS runs (default 1);
 #     VARIANTS (names of DIR's NAME.msa artifacts) and CHECKS override the
 #     lists (empty: none); in inputs mode VARIANTS picks the artifacts
-#     built (default all but P96 and P128).
+#     built (default all but P64, P128 and LH4).
 # The session's first call (an H100) timed P64 / P128 / HP128
 # (--gpu-prologue-cluster-max-tokens=64 / 128, the latter head-major too)
 # with the passes in part 3 itself (bench/results/2026-12-07-s52-prologue-passes.txt).
@@ -44,8 +49,8 @@ if [ "$mode" = inputs ]; then
   O=--gpu-prologue-weight-order
   M=--gpu-prologue-cluster-max-tokens
   W=--gpu-prologue-cluster-mma-weights-no-l1
-  for v in NEW: OLD16:$M=16 HM64:$O=head-major RM64:$O=row-major WNL:$W \
-      P96:$M=96 P128:$M=128; do
+  for v in NEW: OLD16:$M=16 P64:$M=64 HM64:"$O=head-major $M=64" \
+      RM64:"$O=row-major $M=64" WNL:$W P128:$M=128 LH4:$W-min-tokens=4; do
     name=${v%%:*} flags=${v#*:}
     case " ${VARIANTS:-NEW OLD16 HM64 RM64 WNL} " in *" $name "*) ;; *) continue ;; esac
     checked=0

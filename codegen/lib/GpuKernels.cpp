@@ -8148,10 +8148,13 @@ constexpr int64_t kPrologueClusterMmaCtasPerSM = 5;
 
 /// Part 4's passes: on an H100 (docs/perf.md, fifty-second session) M3's
 /// prologue took 54-55 us at 17-32 tokens (2 passes) against 77-93 for
-/// rowsDot's mma.sync tiles, 106 against 137 at 63-64 (4 passes), but 155
-/// against the tile GEMM's 137 at 96 (6 passes).
+/// rowsDot's mma.sync tiles, 106 against 137 at 63-64 (4 passes). With its
+/// weights past L1 (fifty-fourth session, H100) 108.7 / 111.6 us against
+/// the tile GEMM's 135.4 / 140.4 at 80 tokens (5 passes), 126.6 / 134.3
+/// against 136.0 / 141.7 at 96 (6), but 167.0 / 178.5 against 144.3 /
+/// 149.6 at 128 (8): so 96.
 static TuningOpt<int> prologueClusterMaxTokens(
-    "gpu-prologue-cluster-max-tokens", 64,
+    "gpu-prologue-cluster-max-tokens", 96,
     "Most tokens of a step whose fused prologue runs as one "
     "thread-block-cluster kernel with f16 tensor-core "
     "products (prologueClusterMmaKernel: part 3 at 2-16 "
@@ -8246,7 +8249,7 @@ static TuningOpt<int> prologueClusterMmaEarlyTiles(
 
 static TuningOpt<bool> prologueClusterPassesProgrammatic(
     "gpu-prologue-cluster-passes-programmatic", false,
-    "Part 4 of the fused prologue (its 17-64-token steps in passes) is a "
+    "Part 4 of the fused prologue (its steps above 16 tokens, in passes) is a "
     "programmatic dependent of the RMSNorm before it, like part 3 (false, "
     "the default: an ordinary launch after the norm, so that no cluster "
     "waits for the norm's CTAs to leave and then runs all its passes after "
@@ -8285,9 +8288,20 @@ static TuningOpt<bool> prologueClusterMmaWeightsNoL1(
     "faster in M3's dense / MSA layer, at 2 tokens 0.4 us slower / 0.2 us "
     "faster; docs/perf.md, fifty-third session; tuning)");
 
+static TuningOpt<int> prologueClusterMmaWeightsNoL1MinTokens(
+    "gpu-prologue-cluster-mma-weights-no-l1-min-tokens", 0,
+    "Part 3 of the fused prologue loads its weights with "
+    "ld.global.nc.L1::no_allocate in steps of at least N tokens and with "
+    "generic loads below (its pass built twice, under a branch on the "
+    "step's token count; 0: off, the loads of "
+    "--gpu-prologue-cluster-mma-weights-no-l1 in every step). On an H100 "
+    "the no-L1 loads were slower at 1-2 tokens and faster in M3's MSA layer "
+    "at 4-16 (docs/perf.md, fifty-fourth session); prepared, not timed "
+    "(tuning)");
+
 static TuningOpt<bool> prologueClusterPassesWeightsNoL1(
     "gpu-prologue-cluster-passes-weights-no-l1", true,
-    "Part 4 of the fused prologue (its 17-64-token steps in passes) loads "
+    "Part 4 of the fused prologue (its steps above 16 tokens, in passes) loads "
     "its weights with ld.global.nc.L1::no_allocate instead of generic loads "
     "(on an H100 at 32 tokens 46.3 / 49.1 us against 54.6 / 59.3 in M3's "
     "dense / MSA layer; docs/perf.md, fifty-third session; tuning)");
@@ -8573,8 +8587,15 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
       k.b.getI8Type());
   // One 16-byte word of the weights (--gpu-prologue-cluster-mma-weights-no-l1,
   // --gpu-prologue-cluster-passes-weights-no-l1).
-  const bool weightsNoL1 =
+  // (Part 3 with --gpu-prologue-cluster-mma-weights-no-l1-min-tokens:
+  // set while the body builds the pass of its branch for the steps of
+  // that many tokens or more.)
+  bool weightsNoL1 =
       passes ? prologueClusterPassesWeightsNoL1 : prologueClusterMmaWeightsNoL1;
+  const int64_t noL1MinTokens =
+      passes || weightsNoL1
+          ? 0
+          : std::max<int64_t>(prologueClusterMmaWeightsNoL1MinTokens, 0);
   auto weightLoad = [&](Value at) -> Value {
     if (weightsNoL1)
       return loadGlobalV4(k, at, ".nc.L1::no_allocate");
@@ -9013,6 +9034,25 @@ void prologueClusterMmaKernel(GK &g, const PrologueShape &s, Value T,
           g, sumsBar, [&] { return hasTokens(T0); },
           [&] { return sumsBytes(T0); });
     NVVM::ClusterArriveRelaxedOp::create(k.b, k.loc, UnitAttr());
+    if (noL1MinTokens > minTokens && noL1MinTokens <= maxTokens) {
+      // The pass twice: no-L1 weight loads from noL1MinTokens tokens,
+      // generic ones below (T is the same in every thread).
+      g.ifElse(
+          k.icmp(CmpI::sge, T, k.c(noL1MinTokens)), {},
+          [&]() -> SmallVector<Value> {
+            weightsNoL1 = true;
+            pass(k.c(0), T0, /*first=*/true, Value());
+            weightsNoL1 = false;
+            return {};
+          },
+          [&]() -> SmallVector<Value> {
+            pass(k.c(0), T0, /*first=*/true, Value());
+            return {};
+          });
+      return;
+    }
+    if (noL1MinTokens > 0 && noL1MinTokens <= minTokens)
+      weightsNoL1 = true;
     pass(k.c(0), T0, /*first=*/true, Value());
     if (!passes)
       return;
