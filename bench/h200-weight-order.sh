@@ -17,9 +17,12 @@
 #     patterns, head-major included);
 #   - the CUDA-graph ranges of the prologue (dense, MSA, RMSNorm + dense,
 #     RMSNorm + MSA; from each manifest since the fifty-fourth session,
-#     2:6, 17:21, 1:6, 16:21 before) at 1, 2, 4, 8, 16, 32 and 128 tokens, interleaved, medians of REPS runs (default 2); TOKENS and
+#     2:6, 17:21, 1:6, 16:21 before) at 1, 2, 4, 8, 16, 32 and 128
+#     tokens, interleaved, medians of REPS runs (default 2); TOKENS and
 #     VARIANTS (names of DIR's NAME.msa artifacts) override the lists,
-#     CHECKS the checked orders (empty: none).
+#     CHECKS the checked orders (empty: none). Every artifact has main's
+#     other defaults, so since the fifty-fourth session part 4 takes
+#     17-96 tokens (17-64 in the fifty-first session's call).
 #
 #   bench/h200-weight-order.sh inputs DIR [BUILD]   (here: builds DIR,
 #                                                   about 45 MB, ~10 min;
