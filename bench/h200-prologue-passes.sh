@@ -6,7 +6,8 @@
 #   NEW    main's defaults (part 3 at 1-16 tokens, part 4 at 17-96, the
 #          tile GEMM from 97; head-major weights since the fifty-third
 #          session, whose call 1 built NEW before that: row-major; part 4
-#          up to 64 tokens before the fifty-fourth);
+#          up to 64 tokens before the fifty-fourth; part 3's no-L1
+#          loads from 4 tokens, LH4, since the fifty-fifth);
 #   OLD16  --gpu-prologue-cluster-max-tokens=16 (no part 4: rowsDot's
 #          mma.sync tiles at 17-63 and the tile GEMM from 64, as before);
 #   P64    --gpu-prologue-cluster-max-tokens=64 (the tile GEMM from 65,
@@ -20,7 +21,8 @@
 #   P128   --gpu-prologue-cluster-max-tokens=128 (part 4's passes up to
 #          128 tokens instead of the tile GEMM);
 #   LH4    --gpu-prologue-cluster-mma-weights-no-l1-min-tokens=4 (part
-#          3's weights as WNL's from 4 tokens, generic loads below);
+#          3's weights as WNL's from 4 tokens, generic loads below;
+#          main's default since the fifty-fifth session);
 #   - msac-host-check --quick --device cuda of the 2,048-channel FP8 model
 #     with NEW and WNL (H2048 lists those built; prefill 300, chunked
 #     prefill of 500, of 1-16 and of 17-128, decode, a batch of 3 then a

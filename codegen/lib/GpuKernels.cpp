@@ -8289,15 +8289,16 @@ static TuningOpt<bool> prologueClusterMmaWeightsNoL1(
     "faster; docs/perf.md, fifty-third session; tuning)");
 
 static TuningOpt<int> prologueClusterMmaWeightsNoL1MinTokens(
-    "gpu-prologue-cluster-mma-weights-no-l1-min-tokens", 0,
+    "gpu-prologue-cluster-mma-weights-no-l1-min-tokens", 4,
     "Part 3 of the fused prologue loads its weights with "
     "ld.global.nc.L1::no_allocate in steps of at least N tokens and with "
     "generic loads below (its pass built twice, under a branch on the "
     "step's token count; 0: off, the loads of "
-    "--gpu-prologue-cluster-mma-weights-no-l1 in every step). On an H100 "
-    "the no-L1 loads were slower at 1-2 tokens and faster in M3's MSA layer "
-    "at 4-16 (docs/perf.md, fifty-fourth session); prepared, not timed "
-    "(tuning)");
+    "--gpu-prologue-cluster-mma-weights-no-l1 in every step). On an H100, "
+    "with the RMSNorm before it, N = 4 against generic loads everywhere: "
+    "no slower at 1-2 tokens, 0.95 us faster in M3's MSA layer at 16, 0.3 "
+    "us slower in its dense layer at 4-8 (docs/perf.md, fifty-fifth "
+    "session; tuning)");
 
 static TuningOpt<bool> prologueClusterPassesWeightsNoL1(
     "gpu-prologue-cluster-passes-weights-no-l1", true,
