@@ -11,7 +11,8 @@
 #   U   NEW   main's defaults, FP8 per-tensor weights;
 #   UL2 FL2   --gpu-packed-tile-lead=2;
 #   UL3 FL3   --gpu-packed-tile-lead=3;
-#   UB  FB    bf16 weights (no --quantize-weights).
+#   UB  FB    bf16 weights (no --quantize-weights);
+#   UI  FI    --gpu-e4m3-integer-decode (E4M3 to bf16 by integer operations).
 # PAIRS (default "NEW FL2 FB FL3", by the fused name) picks the pairs, in
 # both modes; TOKENS (default 2048,4096) the token counts.
 #
@@ -23,7 +24,7 @@ mode=${1:-}
 DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
 PAIRS=${PAIRS:-NEW FL2 FB FL3}
 # fused:unfused:flags
-LIST="NEW:U: FL2:UL2:--gpu-packed-tile-lead=2 FL3:UL3:--gpu-packed-tile-lead=3 FB:UB:bf16"
+LIST="NEW:U: FL2:UL2:--gpu-packed-tile-lead=2 FL3:UL3:--gpu-packed-tile-lead=3 FB:UB:bf16 FI:UI:--gpu-e4m3-integer-decode"
 if [ "$mode" = inputs ]; then
   ROOT=$(cd "$(dirname "$0")/.." && pwd)
   BIN=$(cd "${3:-$ROOT/build}" && pwd)/bin

@@ -297,6 +297,72 @@ inline std::array<Value, 2> nvfp4OctetE4M3(KB &k, const BytePermute &prmt,
   return out;
 }
 
+/// E4M3 to bf16 by integer operations (the tile GEMM's weight operands with
+/// --gpu-e4m3-integer-decode), instead of four conversions per pair
+/// (cvt.rn.f16x2.e4m3x2, two f16 -> FP32, cvt.rn.bf16x2.f32), which issue
+/// at a fraction of the integer rate. e4m3ScaledBF16Bits moves an E4M3
+/// byte's sign to bit 15 and its 7 magnitude bits (4 exponent, 3 mantissa)
+/// to bits 4-10, bf16's low exponent and high mantissa bits: the bf16
+/// number e4m3(byte) * 2^-120 (exponent biases 127 and 7; E4M3 subnormals
+/// 0.mmm * 2^-6 land on bf16 subnormals 0.mmm0000 * 2^-126, the same
+/// factor). One `mul.rn.bf16x2` by 2^120 (kBF16x2Pow2To120) then gives
+/// every finite E4M3 value exactly (a power-of-two product inside bf16's
+/// normal range: 2^-9 ... 448). The NaN bytes 0x7F / 0xFF come out as
+/// +-480 (1.875 * 2^8), not NaN: the decode is for weights, which the
+/// loader reads as stored (a NaN weight is a corrupt checkpoint either way).
+/// unittests/Codegen/Fp8KernelTest.cpp checks every byte on the host and
+/// bench/gpu_conformance.py on the GPU (msac-gpu-conformance's
+/// `e4m3bf16` kernel).
+constexpr uint16_t e4m3ScaledBF16Bits(uint8_t byte) {
+  const uint32_t x = uint32_t(byte) << 8; // as prmt places it (byte 1)
+  return static_cast<uint16_t>(((x >> 4) & 0x07F0u) | (x & 0x8000u));
+}
+/// prmt selectors placing bytes 2p and 2p + 1 of a word in bytes 1 and 3
+/// (bytes 0 and 2 from the zero `hi` operand), for pair p; the masks of
+/// the shifted magnitudes and of the signs in both halves; 2^120 as bf16
+/// (exponent 247) in both halves.
+constexpr int32_t kE4M3PairSelectors[2] = {0x1404, 0x3424};
+constexpr int32_t kE4M3MagnitudeMask = 0x07F007F0;
+constexpr int32_t kE4M3SignMask = static_cast<int32_t>(0x80008000u);
+constexpr int32_t kBF16x2Pow2To120 = 0x7B807B80;
+
+/// The 4 E4M3 bytes of the i32 `word` as 2 words of e4m3ScaledBF16Bits
+/// pairs (bytes 2p, 2p + 1 in word p, the first in the low half: the values
+/// times 2^-120): per pair one prmt, a shift and two logic operations.
+inline std::array<Value, 2> e4m3WordToScaledBF16(KB &k, const BytePermute &prmt,
+                                                 Value word) {
+  std::array<Value, 2> out;
+  for (int p = 0; p < 2; ++p) {
+    Value x = prmt(word, k.ci(0), k.ci(kE4M3PairSelectors[p]));
+    Value magnitude = arith::AndIOp::create(
+        k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, x, k.ci(4)),
+        k.ci(kE4M3MagnitudeMask));
+    out[p] = arith::OrIOp::create(
+        k.b, k.loc, magnitude,
+        arith::AndIOp::create(k.b, k.loc, x, k.ci(kE4M3SignMask)));
+  }
+  return out;
+}
+
+/// The 4 E4M3 bytes of the i32 `word` as 2 words of bf16 pairs (bytes 2p,
+/// 2p + 1 in word p, the first in the low half), exact (NaN bytes give
+/// +-480): e4m3WordToScaledBF16, then one mul.rn.bf16x2 by 2^120 per word
+/// (GPU targets: the host lowers a bf16 product through a runtime call).
+inline std::array<Value, 2> e4m3WordToBF16(KB &k, const BytePermute &prmt,
+                                           Value word) {
+  auto bf16x2 = VectorType::get({2}, k.b.getBF16Type());
+  Value rescale =
+      LLVM::BitcastOp::create(k.b, k.loc, bf16x2, k.ci(kBF16x2Pow2To120));
+  std::array<Value, 2> out = e4m3WordToScaledBF16(k, prmt, word);
+  for (Value &w : out)
+    w = LLVM::BitcastOp::create(
+        k.b, k.loc, k.i32,
+        arith::MulFOp::create(k.b, k.loc,
+                              LLVM::BitcastOp::create(k.b, k.loc, bf16x2, w),
+                              rescale));
+  return out;
+}
+
 } // namespace msac::kernels
 
 #endif // MSAC_CODEGEN_LIB_CACHEDECODE_H

@@ -580,8 +580,10 @@ public:
   /// 6: 00 3F 3F 3F 40 40 40 40 and 00 00 80 C0 00 40 80 C0), the sign is
   /// ORed in; E4M3 pairs convert by `cvt.rn.f16x2.e4m3x2` and widen
   /// exactly; the block scale multiplies both halves (`mul.rn.bf16x2`).
-  SmallVector<Value> decodeWeightBF16(const WeightRef &w,
-                                      const WeightRaw &raw) {
+  /// With `integerE4M3`, per-tensor FP8 (no block scale) decodes by
+  /// integer operations instead (e4m3WordToBF16; NaN bytes give +-480).
+  SmallVector<Value> decodeWeightBF16(const WeightRef &w, const WeightRaw &raw,
+                                      bool integerE4M3 = false) {
     const PackedWeight &p = *w.packed;
     auto bf16x2 = VectorType::get({2}, k.b.getBF16Type());
     auto andC = [&](Value x, uint32_t m) {
@@ -654,7 +656,20 @@ public:
     // E4M3 pairs: cvt.rn.f16x2.e4m3x2 (exact, NaN stays NaN), widened to
     // FP32 and narrowed to bf16 (exact: 4 significant bits;
     // e4m3PairToBF16). On the H200 this ran faster than building the bf16
-    // bits with integer operations (docs/perf.md, seventh session).
+    // bits with integer operations in the memory-bound matrix-vector paths
+    // (docs/perf.md, seventh session); the tile GEMM may take the integer
+    // decode (--gpu-e4m3-integer-decode).
+    if (integerE4M3 && !scale2) {
+      BytePermute permute = [&](Value lo, Value hi, Value sel) {
+        return prmt(lo, hi, sel);
+      };
+      for (int64_t l = 0; l < 2; ++l) {
+        Value word =
+            LLVM::ExtractElementOp::create(k.b, k.loc, raw.words[0], ci32(l));
+        llvm::append_range(out, e4m3WordToBF16(k, permute, word));
+      }
+      return out;
+    }
     for (int64_t l = 0; l < 2; ++l) {
       Value word =
           LLVM::ExtractElementOp::create(k.b, k.loc, raw.words[0], ci32(l));
@@ -5449,6 +5464,12 @@ static TuningOpt<int>
                    "Chunk steps by which the tile GEMM's packed weight "
                    "loads run ahead of their decode (tuning)");
 
+static TuningOpt<bool> e4m3IntegerDecode(
+    "gpu-e4m3-integer-decode", false,
+    "The tile GEMM decodes per-tensor FP8 weights to bf16 by integer "
+    "operations and one bf16 multiply per pair (NaN bytes give +-480) "
+    "instead of four conversions per pair (tuning)");
+
 /// Fewest tokens of a step for which a per-tensor FP8 msa.linear
 /// (linearTilePacked) takes the tile GEMM, and the same for the attention
 /// prologue (prologuePackedTiled); below, rowsDot's f16 rows and ring (up
@@ -5745,7 +5766,7 @@ public:
       for (auto [c, ref, w] : llvm::zip(packedCopies, packedRefs, words)) {
         GK::WeightRaw raw;
         raw.words.push_back(w);
-        SmallVector<Value> bf = g.decodeWeightBF16(ref, raw);
+        SmallVector<Value> bf = g.decodeWeightBF16(ref, raw, e4m3IntegerDecode);
         Value v = LLVM::PoisonOp::create(k.b, k.loc, v4);
         for (int64_t e = 0; e < 4; ++e)
           v = LLVM::InsertElementOp::create(k.b, k.loc, v, bf[e], g.ci32(e));

@@ -220,6 +220,36 @@ inline void emitNvfp4E4M3Kernel(KB &k, const BytePermute &prmt) {
   });
 }
 
+/// Decodes a word of 4 E4M3 bytes to 2 words of bf16 pairs.
+using E4M3WordDecode = std::function<std::array<Value, 2>(KB &, Value)>;
+
+/// The `e4m3bf16` kernel: the 256 E4M3 bytes 0x00-0xFF in 64 words
+/// (buffer 0, byte i in byte i % 4 of word i / 4) to 128 words of bf16
+/// pairs (buffer 1, byte i's value in half i % 2 of word i / 2) by
+/// `decode`: the tile GEMM's integer decode (e4m3WordToBF16 with nvvm.prmt
+/// on NVIDIA GPUs; on the host e4m3WordToScaledBF16 with emulatedPrmt and
+/// an FP32 rescale, e4m3HostWordDecode).
+inline void emitE4M3BF16Kernel(KB &k, const E4M3WordDecode &decode) {
+  Value in = k.ptr(0), out = k.ptr(1);
+  k.loop(k.c(0), k.c(64), [&](Value i) {
+    Value word = LLVM::LoadOp::create(k.b, k.loc, k.i32, k.gep(in, i, k.i32));
+    std::array<Value, 2> w = decode(k, word);
+    for (int64_t e = 0; e < 2; ++e)
+      LLVM::StoreOp::create(
+          k.b, k.loc, w[e],
+          k.gep(out, k.iadd(k.imul(i, k.c(2)), k.c(e)), k.i32));
+  });
+}
+
+/// The bf16 bits the `e4m3bf16` kernel must give for E4M3 byte `byte`: the
+/// byte's value (msac/Numerics/LowPrecision.h, exact in bf16), and for the
+/// NaN bytes 0x7F / 0xFF the documented +-480 (e4m3ScaledBF16Bits).
+inline uint16_t e4m3IntegerDecodeWant(uint8_t byte) {
+  if ((byte & 0x7F) == 0x7F)
+    return byte & 0x80 ? 0xC3F0 : 0x43F0;
+  return numerics::floatToBF16(numerics::e4m3ToFloat(byte));
+}
+
 /// The NVFP4 decode cases: every E4M3 scale byte (0x00-0xFF) with 32
 /// quads of 4 codes, quad q holding code (q / 2 + 5 i + 8 (q % 2)) % 16 at
 /// position i: every code meets every scale at every position of a quad,

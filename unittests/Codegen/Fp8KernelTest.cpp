@@ -439,6 +439,84 @@ TEST(Fp8KernelTest, Nvfp4ToBF16DecodeMatchesLowPrecision) {
     }
 }
 
+//===----------------------------------------------------------------------===//
+// E4M3 -> bf16 by integer operations (the tile GEMM's weight decode)
+//===----------------------------------------------------------------------===//
+
+// The bit move alone: every byte's e4m3ScaledBF16Bits, as a bf16 number
+// times 2^120, is the byte's value (msa-m3-spec.md §4: E4M3FN, bias 7,
+// subnormals 0.mmm * 2^-6), subnormals and both zeros included; the NaN
+// bytes read 1.875 * 2^-112 (480 after the rescale).
+TEST(Fp8KernelTest, E4M3ScaledBF16BitsAreTheValueTimes2ToMinus120) {
+  for (int byte = 0; byte < 256; ++byte) {
+    const uint16_t bits = e4m3ScaledBF16Bits(static_cast<uint8_t>(byte));
+    uint32_t f32bits = uint32_t(bits) << 16;
+    float scaled;
+    std::memcpy(&scaled, &f32bits, sizeof scaled);
+    const float want = numerics::e4m3ToFloat(static_cast<uint8_t>(byte));
+    const float got = std::ldexp(scaled, 120);
+    if ((byte & 0x7F) == 0x7F) {
+      EXPECT_EQ(got, byte & 0x80 ? -480.0f : 480.0f) << "byte " << byte;
+      continue;
+    }
+    EXPECT_EQ(got, want) << "byte 0x" << std::hex << byte;
+    EXPECT_EQ(std::signbit(got), std::signbit(want)) << "byte " << byte;
+  }
+}
+
+/// The body of `e4m3bf16` on the host: e4m3WordToScaledBF16 with prmt
+/// from arith ops, then each half times 2^120 in FP32 (exact, so its high
+/// 16 bits are the bf16 product; the host has no bf16 multiply without a
+/// runtime call). The GPU kernel's mul.rn.bf16x2 is checked on the GPU
+/// (msac-gpu-conformance).
+void emitE4M3BF16HostKernel(KB &k) {
+  emitE4M3BF16Kernel(k, [](KB &k, Value word) {
+    std::array<Value, 2> w = e4m3WordToScaledBF16(
+        k,
+        [&](Value lo, Value hi, Value sel) {
+          return emulatedPrmt(k, lo, hi, sel);
+        },
+        word);
+    for (Value &v : w) {
+      Value halves[2];
+      for (int h = 0; h < 2; ++h) {
+        Value high = k.ci(static_cast<int32_t>(0xFFFF0000u));
+        Value bits =
+            h ? arith::AndIOp::create(k.b, k.loc, v, high).getResult()
+              : arith::ShLIOp::create(k.b, k.loc, v, k.ci(16)).getResult();
+        Value f = k.mul(arith::BitcastOp::create(k.b, k.loc, k.f32, bits),
+                        k.cf(std::ldexp(1.0f, 120)));
+        Value r = arith::BitcastOp::create(k.b, k.loc, k.i32, f);
+        halves[h] =
+            h ? arith::AndIOp::create(k.b, k.loc, r, high).getResult()
+              : arith::ShRUIOp::create(k.b, k.loc, r, k.ci(16)).getResult();
+      }
+      v = arith::OrIOp::create(k.b, k.loc, halves[0], halves[1]);
+    }
+    return w;
+  });
+}
+
+// The generated integer decode (prmt, shift, masks) and the rescale by
+// 2^120 on every byte: the bf16 bits of the byte's value, +-480 for the
+// NaN bytes.
+TEST(Fp8KernelTest, E4M3IntegerDecodeToBF16MatchesLowPrecision) {
+  MLIRContext ctx;
+  HostKernel compiled(ctx, "e4m3bf16", emitE4M3BF16HostKernel);
+  Kernel kernel = compiled.function;
+  ASSERT_NE(kernel, nullptr);
+  std::vector<uint8_t> bytes(256);
+  for (int i = 0; i < 256; ++i)
+    bytes[i] = static_cast<uint8_t>(i);
+  std::vector<uint16_t> out(256, 0x5555);
+  void *buffers[] = {bytes.data(), out.data()};
+  const int64_t scalars[3] = {0, 0, 0};
+  kernel(buffers, scalars);
+  for (int i = 0; i < 256; ++i)
+    EXPECT_EQ(out[i], e4m3IntegerDecodeWant(static_cast<uint8_t>(i)))
+        << "byte 0x" << std::hex << i;
+}
+
 /// The body of `nvfp4e4m3` on the host: prmt from arith ops.
 void emitNvfp4E4M3HostKernel(KB &k) {
   emitNvfp4E4M3Kernel(k, [&](Value lo, Value hi, Value sel) {

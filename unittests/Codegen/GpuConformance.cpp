@@ -6,7 +6,8 @@
 // tests (ConversionKernels.h: the E4M3 encode and decodes the caches and the
 // weight dequantizer use, the exhaustive NVFP4 -> E4M3 table, and the
 // NVFP4 -> bf16 and -> f16 cache decodes of the tensor-core kernels with
-// nvvm.prmt byte lookups) for an NVIDIA target, and writes a bundle that
+// nvvm.prmt byte lookups, the tile GEMM's E4M3 -> bf16 integer decode) for
+// an NVIDIA target, and writes a bundle that
 // bench/gpu_conformance.py runs on the GPU machine (which has no LLVM):
 //
 //   DIR/kernels.cubin   the kernels, `void NAME(ptr buffers, ptr scalars)`
@@ -214,6 +215,22 @@ Case nvfp4E4M3Case() {
   return c;
 }
 
+/// The `e4m3bf16` kernel's buffers: every E4M3 byte through the tile
+/// GEMM's integer decode, as bf16 bits (e4m3IntegerDecodeWant: the value,
+/// +-480 for the NaN bytes), compared bit for bit.
+Case e4m3BF16Case() {
+  Case c("e4m3bf16");
+  std::vector<uint8_t> bytes(256);
+  std::vector<uint16_t> want(256);
+  for (int i = 0; i < 256; ++i) {
+    bytes[i] = static_cast<uint8_t>(i);
+    want[i] = e4m3IntegerDecodeWant(bytes[i]);
+  }
+  c.input(bytes);
+  c.output(want, "bytes");
+  return c;
+}
+
 int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "msac-gpu-conformance")
       << message << "\n";
@@ -261,6 +278,20 @@ int main(int argc, char **argv) {
     });
   });
 
+  emitKernelFunction(b, loc, "e4m3bf16", [](KB &k) {
+    emitE4M3BF16Kernel(k, [](KB &k, Value word) {
+      return e4m3WordToBF16(
+          k,
+          [&](Value lo, Value hi, Value sel) -> Value {
+            return NVVM::PermuteOp::create(
+                k.b, k.loc, k.i32, lo, hi, sel,
+                NVVM::PermuteModeAttr::get(k.b.getContext(),
+                                           NVVM::PermuteMode::DEFAULT));
+          },
+          word);
+    });
+  });
+
   std::string cubin;
   std::string error = emitNvidiaBinary(*module, ModuleOp(), ModuleOp(),
                                        ModuleOp(), targetName, cudaToolkit,
@@ -279,8 +310,8 @@ int main(int argc, char **argv) {
     return true;
   };
   llvm::json::Array cases;
-  for (const Case &c :
-       {fp8Case(), nvfp4Case(false), nvfp4Case(true), nvfp4E4M3Case()}) {
+  for (const Case &c : {fp8Case(), nvfp4Case(false), nvfp4Case(true),
+                        nvfp4E4M3Case(), e4m3BF16Case()}) {
     for (const auto &[file, data] : c.files)
       if (!write(file, data))
         return fail("cannot write " + outputDir + "/" + file);
@@ -295,6 +326,6 @@ int main(int argc, char **argv) {
   if (!write("kernels.cubin", cubin) || !write("cases.json", json + "\n"))
     return fail("cannot write into " + outputDir);
   llvm::outs() << "msac-gpu-conformance: wrote " << outputDir << " ("
-               << targetName << ", 4 kernels)\n";
+               << targetName << ", 5 kernels)\n";
   return 0;
 }
