@@ -1,20 +1,29 @@
 #!/bin/bash
 # Issue 6's large-token points (bench/prologue_bench.py at 2,048 and 4,096
-# tokens by default) with the packed tile GEMM's weight loads 1 (main's
-# default), 2 or 3 chunk steps ahead of their decode
-# (--gpu-packed-tile-lead), and with bf16 weights, whose tile copies the
-# weights by cp.async with no decode: docs/perf.md, fifty-fifth session,
-# found the FP8 fused prologue only 1.22-1.26x faster than unfused at
-# 4,096 tokens on an H100 (target 1.3x), its tile GEMM at 308 TFLOP/s.
+# tokens by default) with variants of the packed tile GEMM's weight
+# decode: docs/perf.md, fifty-fifth session, found the FP8 fused prologue
+# only 1.22-1.26x faster than unfused at 4,096 tokens on an H100 (target
+# 1.3x), its tile GEMM at 308 TFLOP/s.
 # Pairs (unfused, fused) of M3's two layers, weights stripped, each pair
 # compiled with the same flags:
 #   U   NEW   main's defaults, FP8 per-tensor weights;
-#   UL2 FL2   --gpu-packed-tile-lead=2;
+#   UL2 FL2   --gpu-packed-tile-lead=2 (weight loads 2 chunk steps ahead);
 #   UL3 FL3   --gpu-packed-tile-lead=3;
-#   UB  FB    bf16 weights (no --quantize-weights);
-#   UI  FI    --gpu-e4m3-integer-decode (E4M3 to bf16 by integer operations).
-# PAIRS (default "NEW FL2 FB FL3", by the fused name) picks the pairs, in
-# both modes; TOKENS (default 2048,4096) the token counts.
+#   UB  FB    bf16 weights (no --quantize-weights: no decode at all);
+#   UI  FI    --gpu-e4m3-integer-decode (E4M3 to bf16 by integer
+#             operations and one bf16 multiply, fifty-sixth session);
+#   US  FS    --gpu-f16-rows-shared-kb=192: the launch the packed tile
+#             shares with rowsDot's f16 rows gets 192 KiB instead of 96,
+#             so each of its two 256-thread groups rings 6 stages of
+#             32 channels (wgmma kept in flight across chunks) instead of
+#             3 (each chunk waited for).
+# PAIRS (default "NEW FI FS FB FL2", by the fused name) picks the pairs, in
+# both modes; TOKENS (default 2048,4096) the token counts. CHECKS (default
+# "FI") names fused variants (FP8 ones) whose flags are also compiled for
+# the 2,048-channel test model and checked on the GPU
+# (msac-host-check --quick, bench/prologue-device-lib.sh); the run mode
+# also runs msac-gpu-conformance's bundle (every E4M3 byte through the
+# integer decode, bit for bit) with bench/gpu_conformance.py.
 #
 #   bench/h200-packed-lead.sh inputs DIR [BUILD]  (here: about 3 min per artifact)
 #   bash DIR/h200-packed-lead.sh run DIR OUT      (on the GPU machine, from
@@ -22,48 +31,61 @@
 set -eu -o pipefail
 mode=${1:-}
 DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
-PAIRS=${PAIRS:-NEW FL2 FB FL3}
-# fused:unfused:flags
-LIST="NEW:U: FL2:UL2:--gpu-packed-tile-lead=2 FL3:UL3:--gpu-packed-tile-lead=3 FB:UB:bf16 FI:UI:--gpu-e4m3-integer-decode"
+PAIRS=${PAIRS:-NEW FI FS FB FL2}
+CHECKS=${CHECKS:-FI}
+# fused:unfused:flags, in the order they run
+LIST="NEW:U: FI:UI:--gpu-e4m3-integer-decode FS:US:--gpu-f16-rows-shared-kb=192 FB:UB:bf16 FL2:UL2:--gpu-packed-tile-lead=2 FL3:UL3:--gpu-packed-tile-lead=3"
+selected() { case " $PAIRS " in *" $1 "*) return 0 ;; esac; return 1; }
+checked() { case " $CHECKS " in *" $1 "*) echo 1 ;; *) echo 0 ;; esac; }
 if [ "$mode" = inputs ]; then
   ROOT=$(cd "$(dirname "$0")/.." && pwd)
-  BIN=$(cd "${3:-$ROOT/build}" && pwd)/bin
-  CUDA=${CUDA_HOME:-/usr/local/cuda}
-  mkdir -p "$DIR"
-  cp "$BIN/msac-run" "$0" "$DIR/"
-  cd "$DIR"
-  rm -rf m3
-  "$BIN/msac-synth" m3 --config "$ROOT/models/minimax-m3/config.json" \
-    --layers 2 --weights zero > /dev/null
+  BUILD=$(cd "${3:-$ROOT/build}" && pwd)
+  # shellcheck source=bench/prologue-device-lib.sh
+  . "$ROOT/bench/prologue-device-lib.sh"
+  prologue_inputs_begin "$DIR" "$BUILD"
+  "$BIN/msac-gpu-conformance" --target sm_90a \
+    --cuda-toolkit "${CUDA_HOME:-/usr/local/cuda}" -o conformance > /dev/null
+  FP8=$C
   for e in $LIST; do
     fused=${e%%:*} rest=${e#*:}
     unfused=${rest%%:*} flags=${rest#*:}
-    case " $PAIRS " in *" $fused "*) ;; *) continue ;; esac
+    selected "$fused" || continue
+    C=$FP8
     if [ "$flags" = bf16 ]; then
+      # bf16 weights: the target flags without --quantize-weights.
+      C=${FP8%% --quantize-weights*}
       flags=
-    else
-      flags="--quantize-weights fp8-tensor $flags"
     fi
-    for v in "$unfused:--fuse-attention-prologue=false" "$fused:"; do
-      # shellcheck disable=SC2086
-      "$BIN/msac" compile m3 --target sm_90a --cuda-toolkit "$CUDA" \
-        --strip-weights $flags ${v#*:} -o "${v%%:*}.msa" > /dev/null
-    done
+    # shellcheck disable=SC2086
+    prologue_compile "$unfused" 0 --fuse-attention-prologue=false $flags
+    # shellcheck disable=SC2086
+    prologue_compile "$fused" "$(checked "$fused")" $flags
   done
-  rm -rf m3
-  du -sh .
+  prologue_inputs_end
   exit 0
 fi
 [ "$mode" = run ] || { echo "usage: $0 inputs DIR [BUILD] | run DIR OUT" >&2; exit 2; }
+ROOT=$(pwd)
 D=$(cd "$DIR" && pwd)
-OUT=$(mkdir -p "$3" && cd "$3" && pwd)
-chmod +x "$D/msac-run"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader || true
-status=0
+OUTDIR=$(mkdir -p "$3" && cd "$3" && pwd)
+cd "$D"
+# shellcheck source=bench/prologue-device-lib.sh
+. ./prologue-device-lib.sh
+prologue_run_begin "$OUTDIR"
+python3 "$ROOT/bench/gpu_conformance.py" conformance > "$OUT/conformance.txt" 2>&1 ||
+  status=1
+echo "conformance: $(tail -1 "$OUT/conformance.txt")"
+todo=
+for name in $CHECKS; do
+  if selected "$name"; then todo="$todo $name"; fi
+done
+# shellcheck disable=SC2086
+prologue_checks $todo
+cd "$ROOT"
 for e in $LIST; do
   fused=${e%%:*} rest=${e#*:}
   unfused=${rest%%:*} flags=${rest#*:}
-  case " $PAIRS " in *" $fused "*) ;; *) continue ;; esac
+  selected "$fused" || continue
   [ -d "$D/$fused.msa" ] || { echo "$fused.msa: not built"; status=1; continue; }
   bytes=1
   [ "$flags" != bf16 ] || bytes=2
@@ -73,4 +95,4 @@ for e in $LIST; do
     --config models/minimax-m3/config.json --tokens "${TOKENS:-2048,4096}" \
     --weight-bytes $bytes --out "$OUT/$fused.json" 2>&1 | tail -6 || status=1
 done
-exit $status
+exit "$status"

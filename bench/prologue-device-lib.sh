@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shared steps of the fused prologue's device scripts
-# (bench/h200-prologue-passes.sh, bench/h200-weight-order.sh); sourced by
+# (bench/h200-prologue-passes.sh, bench/h200-weight-order.sh,
+# bench/h200-packed-lead.sh); sourced by
 # them, in inputs mode from bench/ and in run mode from the inputs folder,
 # which holds a copy. Not a script of its own.
 #
@@ -75,7 +76,9 @@ prologue_inputs_end() {
 # shellcheck disable=SC2034
 prologue_run_begin() {
   OUT=$(mkdir -p "$1" && cd "$1" && pwd)
-  chmod +x msac-run msac-host-check msac-synth mb/*
+  chmod +x msac-run msac-host-check msac-synth
+  # The probes (none for some scripts).
+  [ -z "$(ls mb 2> /dev/null)" ] || chmod +x mb/*
   export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
   status=0
