@@ -228,7 +228,7 @@ using E4M3WordDecode = std::function<std::array<Value, 2>(KB &, Value)>;
 /// pairs (buffer 1, byte i's value in half i % 2 of word i / 2) by
 /// `decode`: the tile GEMM's integer decode (e4m3WordToBF16 with nvvm.prmt
 /// on NVIDIA GPUs; on the host e4m3WordToScaledBF16 with emulatedPrmt and
-/// an FP32 rescale, e4m3HostWordDecode).
+/// an FP32 rescale, Fp8KernelTest.cpp's emitE4M3BF16HostKernel).
 inline void emitE4M3BF16Kernel(KB &k, const E4M3WordDecode &decode) {
   Value in = k.ptr(0), out = k.ptr(1);
   k.loop(k.c(0), k.c(64), [&](Value i) {
