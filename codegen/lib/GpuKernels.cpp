@@ -5464,6 +5464,9 @@ static TuningOpt<int>
                    "Chunk steps by which the tile GEMM's packed weight "
                    "loads run ahead of their decode (tuning)");
 
+/// Measured on an H100 (docs/perf.md, fifty-sixth session): bit-exact, but
+/// M3's fused prologue at 4,096 tokens took 4-5 % longer (1,596 against
+/// 1,521 us dense, 1,843 against 1,771 MSA), so it stays off.
 static TuningOpt<bool> e4m3IntegerDecode(
     "gpu-e4m3-integer-decode", false,
     "The tile GEMM decodes per-tensor FP8 weights to bf16 by integer "
