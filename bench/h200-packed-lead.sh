@@ -17,6 +17,10 @@
 #             so each of its two 256-thread groups rings 6 stages of
 #             32 channels (wgmma kept in flight across chunks) instead of
 #             3 (each chunk waited for).
+#   UO  FO    --gpu-packed-tile-own-launch: the tile GEMM of per-tensor
+#             FP8 weights on the wide tile's launch (two 256-thread CTAs
+#             per SM, 6-stage pipelined rings), a kernel part of its own
+#             from the tile thresholds (fifty-seventh session).
 # PAIRS (default "NEW FI FS FB FL2", by the fused name) picks the pairs, in
 # both modes; TOKENS (default 2048,4096) the token counts. CHECKS (default
 # "FI") names fused variants (FP8 ones) whose flags are also compiled for
@@ -34,7 +38,7 @@ DIR=${2:?usage: $0 inputs DIR [BUILD] | run DIR OUT}
 PAIRS=${PAIRS:-NEW FI FS FB FL2}
 CHECKS=${CHECKS:-FI}
 # fused:unfused:flags, in the order they run
-LIST="NEW:U: FI:UI:--gpu-e4m3-integer-decode FS:US:--gpu-f16-rows-shared-kb=192 FB:UB:bf16 FL2:UL2:--gpu-packed-tile-lead=2 FL3:UL3:--gpu-packed-tile-lead=3"
+LIST="NEW:U: FI:UI:--gpu-e4m3-integer-decode FS:US:--gpu-f16-rows-shared-kb=192 FB:UB:bf16 FL2:UL2:--gpu-packed-tile-lead=2 FL3:UL3:--gpu-packed-tile-lead=3 FO:UO:--gpu-packed-tile-own-launch"
 selected() { case " $PAIRS " in *" $1 "*) return 0 ;; esac; return 1; }
 checked() { case " $CHECKS " in *" $1 "*) echo 1 ;; *) echo 0 ;; esac; }
 if [ "$mode" = inputs ]; then

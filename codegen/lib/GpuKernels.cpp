@@ -5482,6 +5482,26 @@ static TuningOpt<bool> e4m3IntegerDecode(
 /// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
 /// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
 /// against 8,959 us (linears) and 629 against 1,884 (prologues).
+/// See packedTileOwnPart. Measured on an H100 (docs/perf.md,
+/// fifty-seventh session; M3, 2 layers, FP8 per-tensor weights): the fused
+/// prologue on its own launch took 11-18 % less time from 128 to 4,096
+/// tokens (1,356 against 1,517 us dense, 1,519 against 1,778 MSA at
+/// 4,096) than on the f16 rows' launch (packedTileSwitch: one CTA of two
+/// groups of two warpgroups per SM, 3-stage rings without pipelined
+/// wgmma), and GPU-checked; msa.linear's 16 launches 6-7 % less at 2,048-
+/// 4,096 tokens, but 3-13 % more at 64 and 256 and about the same at 128
+/// and 512, hence --gpu-packed-linear-own-launch-min-tokens.
+static TuningOpt<bool> packedTileOwnLaunch(
+    "gpu-packed-tile-own-launch", true,
+    "msa.linear and the attention prologue with per-tensor FP8 weights "
+    "run the tile GEMM on a launch of their own (the wide tile's) from "
+    "their thresholds, not on the f16 rows' launch (tuning)");
+static TuningOpt<int> packedLinearOwnLaunchMinTokens(
+    "gpu-packed-linear-own-launch-min-tokens", 1024,
+    "With --gpu-packed-tile-own-launch, fewest tokens of a step for which "
+    "msa.linear's tile GEMM takes its own launch (at least "
+    "--gpu-packed-tile-min-tokens; 0: never) (tuning)");
+
 static TuningOpt<int> packedTileMinTokensOption(
     "gpu-packed-tile-min-tokens", 40,
     "Fewest tokens of a step for which msa.linear with "
@@ -9929,8 +9949,9 @@ int64_t msac::kernels::prologueWeightOrder(Operation *op,
   return n;
 }
 
-int64_t msac::kernels::gpuKernelParts(Operation *op,
-                                      const PackedOperands *packed) {
+namespace {
+/// The parts of `op`'s GPU kernel before packedTileOwnPart's.
+int64_t basicKernelParts(Operation *op, const PackedOperands *packed) {
   if (isa<msa::MoEExpertsOp>(op))
     return 4;
   if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
@@ -9939,10 +9960,37 @@ int64_t msac::kernels::gpuKernelParts(Operation *op,
       return clusterMmaPasses() > 1 ? 5 : 4;
     return prologueClustered(s, packed) ? 3 : 2;
   }
-  return isa<msa::MoERouterOp, msa::AttentionPrologueOp, msa::SparseAttentionOp,
-             msa::DenseAttentionOp>(op)
+  return isa<msa::MoERouterOp, msa::SparseAttentionOp, msa::DenseAttentionOp>(
+             op)
              ? 2
              : 1;
+}
+
+/// With --gpu-packed-tile-own-launch, the part of a per-tensor FP8
+/// msa.linear (linearTilePacked) or attention prologue
+/// (prologuePackedTiled) that runs the tile GEMM on a launch of its own
+/// (the wide tile's: wideTileSwitch) from its threshold, its last; the
+/// parts before it then end below the threshold. -1 otherwise. On targets
+/// without wgmma the part launches at no step.
+int64_t packedTileOwnPart(Operation *op, const PackedOperands *packed) {
+  if (!packedTileOwnLaunch)
+    return -1;
+  if (auto prologue = dyn_cast<msa::AttentionPrologueOp>(op)) {
+    const PrologueShape s(prologue);
+    if (prologueTiled(s) || !prologuePackedTiled(s, packed))
+      return -1;
+  } else if (packedLinearOwnLaunchMinTokens <= 0 ||
+             !linearTilePacked(op, kGpuThreads, packed)) {
+    return -1;
+  }
+  return basicKernelParts(op, packed);
+}
+} // namespace
+
+int64_t msac::kernels::gpuKernelParts(Operation *op,
+                                      const PackedOperands *packed) {
+  return basicKernelParts(op, packed) +
+         (packedTileOwnPart(op, packed) >= 0 ? 1 : 0);
 }
 
 GpuWorkspace msac::kernels::gpuWorkspace(Operation *op,
@@ -10076,6 +10124,58 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                     (prologue ? prologueTiled(PrologueShape(prologue))
                               : linearTileFits(op, threads));
   const bool f16Rows = !wide && f16RowsLaunch(k, op, part, threads);
+  // The packed tile GEMM on its own launch (packedTileOwnPart): its part,
+  // and the threshold where the parts before it end.
+  // The prologue's parts 0 and 1 start where its cluster kernels (parts 2
+  // to 4) end.
+  int64_t firstUnclustered = 1;
+  if (prologue && wgmma) {
+    const PrologueShape s(prologue);
+    if (prologueClustered(s, k.packed))
+      firstUnclustered =
+          prologueClusterMma(s, k.packed) ? prologueClusterMaxTokens + 1 : 2;
+  }
+  const int64_t ownPart = packedTileOwnPart(op, k.packed);
+  const int64_t ownMin =
+      !prologue
+          ? std::max<int64_t>(packedTileMinTokens(),
+                              packedLinearOwnLaunchMinTokens)
+          : std::max<int64_t>(packedPrologueTileMinTokens(), firstUnclustered);
+  if (ownPart >= 0 && part == ownPart) {
+    GK g(k, globals, kernelName, wgmma::kWideThreads);
+    if (!wgmma) {
+      g.declareTokens(2, 1);
+      return;
+    }
+    g.declareTokens(ownMin, 0);
+    // The first launch of the op at these steps: as part 0 (below).
+    if (programmaticLaunches || (prologue && prologueProgrammatic)) {
+      g.launchDependents();
+      g.declareProgrammatic();
+      g.gridDependencyWait();
+    }
+    if (prologue) {
+      const PrologueShape s(prologue);
+      Value T = k.scalar(0);
+      wideTileSwitch(
+          g, T, s.totalHeads * kTileN, ownMin,
+          [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
+            prologueTileKernel(tg, s, T, ring, warpgroups, stages);
+          },
+          [] {});
+      return;
+    }
+    Value rows = k.scalar(0);
+    wideTileSwitch(
+        g, rows, shapeOf(op->getOperand(1))[0], ownMin,
+        [&](GK &tg, Value ring, int64_t warpgroups, int64_t stages) {
+          linearTileKernel(tg, op, rows, ring, warpgroups, stages);
+        },
+        [] {});
+    return;
+  }
+  // Below ownMin with an own part: the f16 rows' paths only.
+  const bool ownBelow = wgmma && ownPart >= 0;
   // The tensor-core indexer's CTAs (0: indexScoreKernel on `threads`).
   int64_t indexBlock = 0;
   bool indexOnWgmma = false;
@@ -10125,6 +10225,10 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
           attentionCombineKernel(g, o);
       })
       .Case<msa::LinearOp, msa::LogitsOp>([&](Operation *o) {
+        // Below its own part's threshold the tile GEMM stays on the f16
+        // rows' launch from packedTileMinTokens.
+        if (ownBelow)
+          g.declareTokens(1, ownMin - 1);
         if (wgmma && f16Rows && linearTilePacked(o, threads, k.packed)) {
           Value rows = k.scalar(0);
           packedTileSwitch(
@@ -10205,8 +10309,14 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
             g.declareTokens(2, 1);
           return;
         }
-        if (clustered)
-          g.declareTokens(clusteredMma ? prologueClusterMaxTokens + 1 : 2, 0);
+        // Where the own part starts where the cluster kernels end, parts 0
+        // and 1 have no steps: left empty.
+        if (ownBelow && firstUnclustered >= ownMin) {
+          g.declareTokens(2, 1);
+          return;
+        }
+        if (clustered || ownBelow)
+          g.declareTokens(firstUnclustered, ownBelow ? ownMin - 1 : 0);
         // Part 0 starts while the RMSNorm of its input runs (the norm lets
         // it, rmsNormKernel) and waits for it before anything else: its
         // launch and CTA start overlap the norm. Part 1 starts while part
@@ -10219,6 +10329,10 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
             g.launchDependents();
             g.gridDependencyWait();
           }
+        }
+        if (ownBelow) {
+          prologueWarpKernel(g, s, part, T);
+          return;
         }
         if (wgmma && !prologueTiled(s) && prologuePackedTiled(s, k.packed)) {
           // Part 0 on the f16 rows' launch; part 1 has no work on the tile
