@@ -5473,15 +5473,6 @@ static TuningOpt<bool> e4m3IntegerDecode(
     "operations and one bf16 multiply per pair (NaN bytes give +-480) "
     "instead of four conversions per pair (tuning)");
 
-/// Fewest tokens of a step for which a per-tensor FP8 msa.linear
-/// (linearTilePacked) takes the tile GEMM, and the same for the attention
-/// prologue (prologuePackedTiled); below, rowsDot's f16 rows and ring (up
-/// to 16 rows) or its mma.sync tiles. Measured on the H200 (docs/perf.md,
-/// twenty-eighth session; M3, 2 layers): the tile GEMM's linears took
-/// 1,020-1,040 us from 24 to 64 tokens against 612 / 686 / 1,026 / 1,118 /
-/// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
-/// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
-/// against 8,959 us (linears) and 629 against 1,884 (prologues).
 /// See packedTileOwnPart. Measured on an H100 (docs/perf.md,
 /// fifty-seventh session; M3, 2 layers, FP8 per-tensor weights): the fused
 /// prologue on its own launch took 11-18 % less time from 128 to 4,096
@@ -5502,6 +5493,15 @@ static TuningOpt<int> packedLinearOwnLaunchMinTokens(
     "msa.linear's tile GEMM takes its own launch (at least "
     "--gpu-packed-tile-min-tokens; 0: never) (tuning)");
 
+/// Fewest tokens of a step for which a per-tensor FP8 msa.linear
+/// (linearTilePacked) takes the tile GEMM, and the same for the attention
+/// prologue (prologuePackedTiled); below, rowsDot's f16 rows and ring (up
+/// to 16 rows) or its mma.sync tiles. Measured on the H200 (docs/perf.md,
+/// twenty-eighth session; M3, 2 layers): the tile GEMM's linears took
+/// 1,020-1,040 us from 24 to 64 tokens against 612 / 686 / 1,026 / 1,118 /
+/// 1,243 us for rowsDot at 24 / 32 / 40 / 48 / 64, its prologues about 300
+/// us against 192-214 at 24-48 and 301-303 at 64; at 512 tokens 1,436
+/// against 8,959 us (linears) and 629 against 1,884 (prologues).
 static TuningOpt<int> packedTileMinTokensOption(
     "gpu-packed-tile-min-tokens", 40,
     "Fewest tokens of a step for which msa.linear with "
@@ -10125,9 +10125,9 @@ void msac::kernels::emitGpuKernel(KB &k, Operation *op, ModuleOp globals,
                               : linearTileFits(op, threads));
   const bool f16Rows = !wide && f16RowsLaunch(k, op, part, threads);
   // The packed tile GEMM on its own launch (packedTileOwnPart): its part,
-  // and the threshold where the parts before it end.
-  // The prologue's parts 0 and 1 start where its cluster kernels (parts 2
-  // to 4) end.
+  // and ownMin, the threshold where the parts before it end; the
+  // prologue's start at firstUnclustered, where its cluster kernels (parts
+  // 2 to 4) end, and so does its own part at the earliest.
   int64_t firstUnclustered = 1;
   if (prologue && wgmma) {
     const PrologueShape s(prologue);
